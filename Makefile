@@ -1,0 +1,65 @@
+# Samsa: everything a developer or CI runs.  `make setup` then `make test` on a fresh Debian.
+SHELL := /bin/bash
+UV ?= uv
+PYTEST ?= $(UV) run pytest
+export UV_LINK_MODE ?= copy
+
+.PHONY: setup setup-apt setup-python test test-fast lint format demo bench bench-quick docs clean help
+
+help:
+	@echo "make setup   install system packages (apt) and the Python workspace (uv)"
+	@echo "make test    lint, then every test (slow fault tests included)"
+	@echo "make lint    ruff, mypy, import-linter contracts"
+	@echo "make demo    a local broker, a topic, records produced and consumed"
+	@echo "make bench   benchmarks (figures printed, never asserted)"
+
+setup: setup-apt setup-python
+
+# zookeeper: the real server for cluster tests; kcat: a real client; a JRE for both.
+setup-apt:
+	@if command -v apt-get >/dev/null; then \
+	  missing=""; \
+	  for p in zookeeper kcat default-jre-headless; do \
+	    dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; \
+	  done; \
+	  if [ -n "$$missing" ]; then \
+	    SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	    $$SUDO apt-get update -qq && \
+	    DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing; \
+	  fi; \
+	else echo "no apt-get: install zookeeper, kcat and a JRE yourself"; fi
+
+setup-python:
+	@command -v $(UV) >/dev/null || python3 -m pip install --quiet uv || pip install --quiet uv
+	$(UV) sync --all-packages --frozen
+
+lint:
+	$(UV) run ruff check .
+	$(UV) run ruff format --check broker_image operator spark-on-k8s tests bench
+	$(UV) run mypy broker_image/samsa
+	$(UV) run lint-imports
+
+format:
+	$(UV) run ruff format broker_image operator spark-on-k8s tests bench
+	$(UV) run ruff check --fix .
+
+test: lint
+	$(PYTEST) -q -p no:cacheprovider -n 2 --dist loadfile
+
+test-fast:
+	$(PYTEST) -q -x -m "not slow" -n 2 --dist loadfile
+
+demo:
+	$(UV) run python examples/demo.py
+
+bench:
+	$(UV) run python -m bench
+
+bench-quick:
+	$(UV) run python -m bench --quick
+
+docs:
+	$(UV) run python -m samsa.handlers.docs > docs/protocol.md
+
+clean:
+	rm -rf .pytest_cache .mypy_cache .ruff_cache build dist

@@ -1,0 +1,61 @@
+"""Start and stop the processes a benchmark measures, and read their CPU time from /proc."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU of a process (and its reaped children not counted)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def wait_port(port: int, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.5):
+            return
+        time.sleep(0.05)
+    raise TimeoutError(f"nothing listens on 127.0.0.1:{port} after {timeout}s")
+
+
+@contextlib.contextmanager
+def samsa_broker(overrides: dict[str, str] | None = None) -> Iterator[tuple[str, int]]:
+    """A standalone broker process on a free port; yields (bootstrap, pid)."""
+    data = Path(tempfile.mkdtemp(prefix="samsa-bench-"))
+    port = free_port()
+    cmd = [sys.executable, "-m", "samsa.cli", "broker", "--data-dir", str(data),
+           "--listen", f"127.0.0.1:{port}", "--log-level", "WARNING"]
+    for key, value in (overrides or {}).items():
+        cmd += ["--override", f"{key}={value}"]
+    proc = subprocess.Popen(cmd)
+    try:
+        wait_port(port)
+        yield f"127.0.0.1:{port}", proc.pid
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        shutil.rmtree(data, ignore_errors=True)

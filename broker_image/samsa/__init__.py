@@ -1,0 +1,3 @@
+"""Samsa: a Kafka-compatible distributed commit log."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,115 @@
+"""Prometheus metrics with Kafka-like names, one registry per broker (tests run several)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from samsa.log import LogManager
+
+LATENCY_BUCKETS = (
+    0.0001,
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1,
+    2.5,
+    5,
+    10,
+    30,
+)
+
+
+class _LogCollector(Collector):
+    """Log size and offsets per partition, read at scrape time."""
+
+    def __init__(self, log_manager: Callable[[], LogManager | None]) -> None:
+        self._log_manager = log_manager
+
+    def collect(self) -> Iterable[GaugeMetricFamily]:
+        size = GaugeMetricFamily(
+            "kafka_log_size_bytes", "Bytes of the partition's log", labels=["topic", "partition"]
+        )
+        end = GaugeMetricFamily(
+            "kafka_log_log_end_offset", "Next offset to be written", labels=["topic", "partition"]
+        )
+        start = GaugeMetricFamily(
+            "kafka_log_log_start_offset", "First offset still kept", labels=["topic", "partition"]
+        )
+        segments = GaugeMetricFamily(
+            "kafka_log_num_log_segments", "Segments of the log", labels=["topic", "partition"]
+        )
+        manager = self._log_manager()
+        if manager is not None:
+            for plog in manager.all_logs():
+                labels = [plog.topic, str(plog.partition)]
+                size.add_metric(labels, plog.size_in_bytes)
+                end.add_metric(labels, plog.log_end_offset)
+                start.add_metric(labels, plog.log_start_offset)
+                segments.add_metric(labels, len(plog.segments))
+        return [size, end, start, segments]
+
+
+class BrokerMetrics:
+    def __init__(self, log_manager: Callable[[], LogManager | None]) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.messages_in = Counter(
+            "kafka_server_broker_topic_metrics_messages_in",
+            "Messages appended",
+            ["topic"],
+            registry=r,
+        )
+        self.bytes_in = Counter(
+            "kafka_server_broker_topic_metrics_bytes_in", "Bytes appended", ["topic"], registry=r
+        )
+        self.bytes_out = Counter(
+            "kafka_server_broker_topic_metrics_bytes_out",
+            "Bytes sent to fetchers",
+            ["topic"],
+            registry=r,
+        )
+        self.messages_out = Counter(
+            "kafka_server_broker_topic_metrics_messages_out",
+            "Messages sent to fetchers",
+            ["topic"],
+            registry=r,
+        )
+        self.requests = Counter(
+            "kafka_network_request_metrics_requests", "Requests handled", ["request"], registry=r
+        )
+        self.request_latency = Histogram(
+            "kafka_network_request_metrics_total_time_seconds",
+            "Time to handle a request",
+            ["request"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.connections = Gauge(
+            "kafka_server_socket_server_metrics_connection_count",
+            "Open client connections",
+            registry=r,
+        )
+        r.register(_LogCollector(log_manager))
+
+    def on_request(self, api: str, seconds: float) -> None:
+        self.requests.labels(api).inc()
+        self.request_latency.labels(api).observe(seconds)
+
+    def on_append(self, topic: str, messages: int, size: int) -> None:
+        self.messages_in.labels(topic).inc(messages)
+        self.bytes_in.labels(topic).inc(size)
+
+    def on_fetch(self, topic: str, messages: int, size: int) -> None:
+        self.messages_out.labels(topic).inc(messages)
+        self.bytes_out.labels(topic).inc(size)

@@ -1,0 +1,238 @@
+"""KafkaServer: builds a broker from its config and runs it until it is stopped."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from samsa.broker.http import HttpSidePort
+from samsa.broker.metrics import BrokerMetrics
+from samsa.broker.properties import parse_listener
+from samsa.config import KafkaConfig, LogConfig
+from samsa.controller import LocalController
+from samsa.handlers.apis import KafkaApis
+from samsa.handlers.context import BrokerServices
+from samsa.handlers.registry import default_apis
+from samsa.log import LogManager
+from samsa.metadata import BrokerInfo, LocalMetadataStore, MetadataCache, TopicPartition
+from samsa.metadata.local import ensure_meta_properties
+from samsa.network import Connection, SocketServer
+from samsa.replica import ReplicaManager
+
+log = logging.getLogger(__name__)
+
+
+class _LateHandler:
+    """Lets the socket bind (and learn its port) before the request handler exists."""
+
+    def __init__(self) -> None:
+        self.target: KafkaApis | None = None
+
+    def handle(self, frame: bytes, conn: Connection) -> Any:
+        assert self.target is not None
+        return self.target.handle(frame, conn)
+
+
+class KafkaServer:
+    """One broker: socket server, handlers, replicas, logs, metadata, and the side port.
+
+    Standalone (no zookeeper.connect): the metadata lives in the data directory and this broker
+    leads every partition.
+    """
+
+    def __init__(self, config: KafkaConfig, data_dir: Path) -> None:
+        self.config = config
+        self.data_dir = data_dir
+        _, self.host, port = parse_listener(config["listeners"].split(",")[0])
+        self.requested_port = port
+        self.socket_server: SocketServer | None = None
+        self.http: HttpSidePort | None = None
+        self.log_manager: LogManager | None = None
+        self.replica_manager: ReplicaManager | None = None
+        self.store: LocalMetadataStore | None = None
+        self.cache: MetadataCache | None = None
+        self.metrics = BrokerMetrics(lambda: self.log_manager)
+        self._tasks: list[asyncio.Task[None]] = []
+        self._stopped = asyncio.Event()
+        self._started = False
+        self._stopping = False
+
+    @property
+    def port(self) -> int:
+        assert self.socket_server is not None
+        return self.socket_server.port
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def http_port(self) -> int | None:
+        return self.http.port if self.http else None
+
+    def dynamic_config(self) -> KafkaConfig:
+        assert self.store is not None
+        dynamic = self.store.broker_configs()
+        return self.config.with_overrides(dynamic) if dynamic else self.config
+
+    def log_config_for(self, topic: str) -> LogConfig:
+        assert self.store is not None
+        meta = self.store.topics().get(topic)
+        config = self.dynamic_config()
+        overrides = dict(meta.configs) if meta else {}
+        if topic == "__consumer_offsets":
+            overrides.setdefault("cleanup.policy", "compact")
+            overrides.setdefault("segment.bytes", str(config["offsets.topic.segment.bytes"]))
+        return config.log_config(overrides)
+
+    async def start(self) -> None:
+        started = time.monotonic()
+        config = self.config
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        cluster_id = ensure_meta_properties(self.data_dir, config.broker_id, config["cluster.id"])
+        late = _LateHandler()
+        self.socket_server = SocketServer(
+            late,
+            self.host,
+            self.requested_port,
+            max_request_size=config["socket.request.max.bytes"],
+            on_connection_change=self.metrics.connections.inc,
+        )
+        await self.socket_server.start()
+        advertised_host, advertised_port = self.host, self.socket_server.port
+        if config["advertised.listeners"]:
+            _, advertised_host, port = parse_listener(config["advertised.listeners"].split(",")[0])
+            advertised_port = port or advertised_port
+        if advertised_host in ("0.0.0.0", "::"):
+            advertised_host = "127.0.0.1"
+        broker = BrokerInfo(
+            config.broker_id, advertised_host, advertised_port, config["broker.rack"]
+        )
+        self.store = LocalMetadataStore(self.data_dir, broker, cluster_id)
+        await self.store.start()
+        self.cache = MetadataCache(config.broker_id, cluster_id)
+        topic_configs = {name: self.log_config_for(name) for name in self.store.topics()}
+        self.log_manager = LogManager(self.data_dir, self.dynamic_config().log_config())
+        self.log_manager.load_logs(topic_configs)
+        self.replica_manager = ReplicaManager(
+            config.broker_id, self.log_manager, self.log_config_for
+        )
+        self.replica_manager.on_append = self._on_append
+        controller = LocalController(
+            self.store, self.cache, self.replica_manager, self.log_config_for
+        )
+        await controller.start()
+        services = BrokerServices(
+            config=config,
+            broker=broker,
+            cache=self.cache,
+            store=self.store,
+            replica_manager=self.replica_manager,
+            dynamic_config=self.dynamic_config,
+            log_config_for=self.log_config_for,
+            on_request=self.metrics.on_request,
+        )
+        services.extras["on_fetch"] = self.metrics.on_fetch
+        late.target = KafkaApis(services, default_apis())
+        if config["http.listener"]:
+            _, http_host, http_port = parse_listener(config["http.listener"])
+            self.http = HttpSidePort(
+                http_host, http_port, self.metrics.registry, self._ready, self._alive
+            )
+            await self.http.start()
+        self._schedule(config["log.retention.check.interval.ms"], self._retention)
+        self._schedule(config["log.flush.offset.checkpoint.interval.ms"], self._checkpoint)
+        flush_interval = config["log.flush.scheduler.interval.ms"]
+        if flush_interval < 2**62:
+            self._schedule(flush_interval, self._flush)
+        self._started = True
+        log.info(
+            "broker %d (cluster %s) serving Kafka on %s:%d%s, %d partitions, started in %.0f ms",
+            config.broker_id,
+            cluster_id,
+            self.host,
+            self.port,
+            f", HTTP on {self.http.host}:{self.http.port}" if self.http else "",
+            len(self.replica_manager.partitions),
+            (time.monotonic() - started) * 1000,
+        )
+
+    def _on_append(self, tp: TopicPartition, messages: int, size: int) -> None:
+        self.metrics.on_append(tp.topic, messages, size)
+
+    def _ready(self) -> tuple[bool, str]:
+        if not self._started or self._stopping:
+            return False, "starting" if not self._stopping else "stopping"
+        assert self.replica_manager is not None
+        lagging = [
+            str(p.tp)
+            for p in self.replica_manager.partitions.values()
+            if p.is_leader and len(p.isr) < len(p.replicas)
+        ]
+        if lagging:
+            return False, f"under-replicated: {', '.join(lagging[:10])}"
+        return True, "ready"
+
+    def _alive(self) -> tuple[bool, str]:
+        return (not self._stopping or self._started), "ok"
+
+    def _schedule(self, interval_ms: int, job: Callable[[], Awaitable[None] | None]) -> None:
+        async def loop() -> None:
+            while True:
+                await asyncio.sleep(interval_ms / 1000)
+                try:
+                    result = job()
+                    if asyncio.iscoroutine(result):
+                        await result
+                except Exception:
+                    log.exception("scheduled job %s failed", getattr(job, "__name__", job))
+
+        self._tasks.append(asyncio.create_task(loop()))
+
+    def _retention(self) -> None:
+        assert self.log_manager is not None
+        deleted = self.log_manager.cleanup_logs()
+        if deleted:
+            log.info("retention deleted %d segments", deleted)
+            self.log_manager.checkpoint_log_start_offsets()
+
+    def _checkpoint(self) -> None:
+        assert self.log_manager is not None
+        self.log_manager.checkpoint_recovery_points()
+        self.log_manager.checkpoint_log_start_offsets()
+
+    def _flush(self) -> None:
+        assert self.log_manager is not None
+        self.log_manager.flush_dirty_logs()
+
+    async def stop(self) -> None:
+        """Graceful shutdown: stop taking requests, then close the logs cleanly."""
+        if self._stopping:
+            await self._stopped.wait()
+            return
+        self._stopping = True
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if self.socket_server is not None:
+            await self.socket_server.stop()
+        if self.replica_manager is not None:
+            self.replica_manager.shutdown()
+        if self.log_manager is not None:
+            self.log_manager.shutdown()
+        if self.store is not None:
+            await self.store.close()
+        if self.http is not None:
+            await self.http.stop()
+        self._stopped.set()
+        log.info("broker %d stopped", self.config.broker_id)
+
+    async def wait_stopped(self) -> None:
+        await self._stopped.wait()

@@ -1,0 +1,78 @@
+"""`samsa broker`: run one broker in the foreground until SIGTERM or SIGINT."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from samsa.broker import KafkaServer
+from samsa.broker.properties import load_properties, parse_listener, parse_overrides
+from samsa.cli.errors import fail
+from samsa.config import ConfigError, KafkaConfig
+
+
+def build_config(
+    listen: str | None, config_file: Path | None, overrides: list[str], http: str | None = None
+) -> KafkaConfig:
+    props: dict[str, str] = {}
+    if config_file is not None:
+        props.update(load_properties(config_file))
+    props.update(parse_overrides(overrides))
+    if listen:
+        try:
+            parse_listener(listen)
+        except ValueError as exc:
+            raise ConfigError("--listen", str(exc)) from None
+        props["listeners"] = listen if "://" in listen else f"PLAINTEXT://{listen}"
+    if http:
+        props["http.listener"] = http
+    return KafkaConfig(props)
+
+
+def broker(
+    data_dir: Annotated[Path, typer.Option("--data-dir", help="Where the logs live.")],
+    listen: Annotated[
+        str | None, typer.Option("--listen", help="host:port for Kafka clients.")
+    ] = None,
+    config_file: Annotated[
+        Path | None, typer.Option("--config", help="A server.properties file.")
+    ] = None,
+    override: Annotated[
+        list[str] | None, typer.Option("--override", help="key=value, Kafka property names.")
+    ] = None,
+    http: Annotated[
+        str | None, typer.Option("--http", help="host:port for /healthz, /readyz, /metrics.")
+    ] = None,
+    log_level: Annotated[str, typer.Option("--log-level")] = "INFO",
+) -> None:
+    """Start a standalone broker (its metadata on its own disk)."""
+    logging.basicConfig(
+        level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        config = build_config(listen, config_file, override or [], http)
+        if config["zookeeper.connect"]:
+            raise ConfigError("zookeeper.connect", "cluster mode is not available yet")
+    except ConfigError as exc:
+        fail(f"invalid configuration: {exc}", 2)
+    try:
+        asyncio.run(_run(KafkaServer(config, data_dir)))
+    except OSError as exc:
+        fail(f"cannot start the broker: {exc}")
+    except ValueError as exc:
+        fail(f"cannot start the broker: {exc}")
+
+
+async def _run(server: KafkaServer) -> None:
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await server.start()
+    await stop.wait()
+    await server.stop()

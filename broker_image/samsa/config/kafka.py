@@ -1,0 +1,171 @@
+"""Broker configuration (Kafka's KafkaConfig): property names, defaults and validation."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from samsa.config.defs import LONG_MAX, ConfigDef, ConfigError, ConfigKey
+from samsa.config.topic import BROKER_SYNONYMS, CLEANUP_POLICIES, TIMESTAMP_TYPES, LogConfig
+
+BROKER_CONFIG = ConfigDef(
+    [
+        ConfigKey("broker.id", "int", 0, minimum=0),
+        ConfigKey("broker.rack", "string", None, nullable=True),
+        ConfigKey("log.dirs", "string", None, nullable=True),
+        ConfigKey("log.dir", "string", None, nullable=True),
+        ConfigKey("listeners", "string", "PLAINTEXT://127.0.0.1:9092"),
+        ConfigKey("advertised.listeners", "string", None, nullable=True),
+        ConfigKey(
+            "http.listener",
+            "string",
+            None,
+            nullable=True,
+            doc="host:port of the side port serving /healthz, /readyz and /metrics",
+        ),
+        ConfigKey("zookeeper.connect", "string", None, nullable=True),
+        ConfigKey("zookeeper.session.timeout.ms", "int", 18_000, minimum=1),
+        ConfigKey("zookeeper.connection.timeout.ms", "int", None, nullable=True),
+        ConfigKey("num.partitions", "int", 1, minimum=1),
+        ConfigKey("default.replication.factor", "int", 1, minimum=1),
+        ConfigKey("auto.create.topics.enable", "boolean", True),
+        ConfigKey("delete.topic.enable", "boolean", True),
+        ConfigKey("message.max.bytes", "int", 1_048_588, minimum=0, read_only=False),
+        ConfigKey("socket.request.max.bytes", "int", 104_857_600, minimum=1),
+        ConfigKey("socket.send.buffer.bytes", "int", 102_400),
+        ConfigKey("socket.receive.buffer.bytes", "int", 102_400),
+        ConfigKey("connections.max.idle.ms", "long", 600_000, minimum=0),
+        ConfigKey("log.segment.bytes", "int", 1_073_741_824, minimum=14, read_only=False),
+        ConfigKey("log.roll.ms", "long", None, nullable=True, minimum=1, read_only=False),
+        ConfigKey("log.roll.hours", "int", 168, minimum=1),
+        ConfigKey("log.roll.jitter.ms", "long", None, nullable=True, minimum=0),
+        ConfigKey("log.roll.jitter.hours", "int", 0, minimum=0),
+        ConfigKey("log.retention.ms", "long", None, nullable=True, minimum=-1, read_only=False),
+        ConfigKey("log.retention.minutes", "int", None, nullable=True),
+        ConfigKey("log.retention.hours", "int", 168),
+        ConfigKey("log.retention.bytes", "long", -1, read_only=False),
+        ConfigKey("log.retention.check.interval.ms", "long", 300_000, minimum=1),
+        ConfigKey("log.index.size.max.bytes", "int", 10_485_760, minimum=4, read_only=False),
+        ConfigKey("log.index.interval.bytes", "int", 4096, minimum=0, read_only=False),
+        ConfigKey("log.flush.interval.messages", "long", LONG_MAX, minimum=1, read_only=False),
+        ConfigKey("log.flush.interval.ms", "long", None, nullable=True, read_only=False),
+        ConfigKey("log.flush.scheduler.interval.ms", "long", LONG_MAX),
+        ConfigKey("log.flush.offset.checkpoint.interval.ms", "int", 60_000, minimum=0),
+        ConfigKey(
+            "log.message.timestamp.type",
+            "string",
+            "CreateTime",
+            choices=TIMESTAMP_TYPES,
+            read_only=False,
+        ),
+        ConfigKey(
+            "log.cleanup.policy", "list", ["delete"], choices=CLEANUP_POLICIES, read_only=False
+        ),
+        ConfigKey("log.segment.delete.delay.ms", "long", 60_000, minimum=0, read_only=False),
+        ConfigKey("log.preallocate", "boolean", False),
+        ConfigKey("log.cleaner.enable", "boolean", True),
+        ConfigKey(
+            "log.cleaner.delete.retention.ms", "long", 86_400_000, minimum=0, read_only=False
+        ),
+        ConfigKey(
+            "log.cleaner.min.cleanable.ratio", "double", 0.5, minimum=0, maximum=1, read_only=False
+        ),
+        ConfigKey("log.cleaner.min.compaction.lag.ms", "long", 0, minimum=0, read_only=False),
+        ConfigKey(
+            "log.cleaner.max.compaction.lag.ms", "long", LONG_MAX, minimum=1, read_only=False
+        ),
+        ConfigKey("log.cleaner.backoff.ms", "long", 15_000, minimum=0),
+        ConfigKey("compression.type", "string", "producer", choices=("producer",)),
+        ConfigKey("min.insync.replicas", "int", 1, minimum=1, read_only=False),
+        ConfigKey("unclean.leader.election.enable", "boolean", False, read_only=False),
+        ConfigKey("replica.lag.time.max.ms", "long", 30_000, minimum=1),
+        ConfigKey("replica.fetch.max.bytes", "int", 1_048_576, minimum=0),
+        ConfigKey("replica.fetch.wait.max.ms", "int", 500, minimum=0),
+        ConfigKey("replica.fetch.min.bytes", "int", 1, minimum=1),
+        ConfigKey("replica.socket.timeout.ms", "int", 30_000),
+        ConfigKey("controlled.shutdown.enable", "boolean", True),
+        ConfigKey("auto.leader.rebalance.enable", "boolean", True),
+        ConfigKey("leader.imbalance.per.broker.percentage", "int", 10, minimum=0),
+        ConfigKey("leader.imbalance.check.interval.seconds", "long", 300, minimum=1),
+        ConfigKey("offsets.topic.num.partitions", "int", 50, minimum=1),
+        ConfigKey("offsets.topic.replication.factor", "int", 3, minimum=1),
+        ConfigKey("offsets.topic.segment.bytes", "int", 104_857_600, minimum=1),
+        ConfigKey("offsets.retention.minutes", "int", 10_080, minimum=1),
+        ConfigKey("offsets.retention.check.interval.ms", "long", 600_000, minimum=1),
+        ConfigKey("group.initial.rebalance.delay.ms", "int", 3000, minimum=0),
+        ConfigKey("group.min.session.timeout.ms", "int", 6000),
+        ConfigKey("group.max.session.timeout.ms", "int", 1_800_000),
+        ConfigKey("group.max.size", "int", 2**31 - 1, minimum=1),
+        ConfigKey("transactional.id.expiration.ms", "int", 604_800_000, minimum=1),
+        ConfigKey("producer.id.expiration.ms", "int", 86_400_000, minimum=1),
+        ConfigKey("max.incremental.fetch.session.cache.slots", "int", 1000, minimum=0),
+        ConfigKey("fetch.max.bytes", "int", 57_671_680, minimum=1024),
+        ConfigKey("cluster.id", "string", None, nullable=True),
+    ]
+)
+
+
+class KafkaConfig:
+    """Parsed broker properties; attribute access by Kafka name through ``get``/``[]``."""
+
+    def __init__(self, props: Mapping[str, Any] | None = None) -> None:
+        parsed = BROKER_CONFIG.parse(dict(props or {}))
+        self.originals: dict[str, Any] = parsed
+        self.values: dict[str, Any] = {**BROKER_CONFIG.defaults(), **parsed}
+        self._validate()
+
+    def _validate(self) -> None:
+        if self.values["message.max.bytes"] > self.values["socket.request.max.bytes"]:
+            raise ConfigError("message.max.bytes", "must not exceed socket.request.max.bytes")
+
+    def __getitem__(self, name: str) -> Any:
+        return self.values[name]
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return self.values.get(name, default)
+
+    def with_overrides(self, props: Mapping[str, Any]) -> KafkaConfig:
+        return KafkaConfig({**self.originals, **props})
+
+    @property
+    def broker_id(self) -> int:
+        return int(self.values["broker.id"])
+
+    @property
+    def log_roll_ms(self) -> int:
+        ms = self.values["log.roll.ms"]
+        return int(ms) if ms is not None else int(self.values["log.roll.hours"]) * 3_600_000
+
+    @property
+    def log_roll_jitter_ms(self) -> int:
+        ms = self.values["log.roll.jitter.ms"]
+        return int(ms) if ms is not None else int(self.values["log.roll.jitter.hours"]) * 3_600_000
+
+    @property
+    def log_retention_ms(self) -> int:
+        if self.values["log.retention.ms"] is not None:
+            return int(self.values["log.retention.ms"])
+        if self.values["log.retention.minutes"] is not None:
+            return int(self.values["log.retention.minutes"]) * 60_000
+        return int(self.values["log.retention.hours"]) * 3_600_000
+
+    @property
+    def log_flush_interval_ms(self) -> int:
+        ms = self.values["log.flush.interval.ms"]
+        return int(ms) if ms is not None else LONG_MAX
+
+    def topic_defaults(self) -> dict[str, Any]:
+        """Topic-level keys with the values this broker gives topics that don't override them."""
+        derived = {
+            "log.roll.ms": self.log_roll_ms,
+            "log.roll.jitter.ms": self.log_roll_jitter_ms,
+            "log.retention.ms": self.log_retention_ms,
+            "log.flush.interval.ms": self.log_flush_interval_ms,
+        }
+        out: dict[str, Any] = {}
+        for topic_key, broker_key in BROKER_SYNONYMS.items():
+            out[topic_key] = derived.get(broker_key, self.values.get(broker_key))
+        return out
+
+    def log_config(self, overrides: Mapping[str, Any] | None = None) -> LogConfig:
+        return LogConfig.from_props(overrides or {}, self.topic_defaults())

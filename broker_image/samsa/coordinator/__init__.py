@@ -1,0 +1,1 @@
+"""Consumer groups and committed offsets in __consumer_offsets, producer ids (to come)."""

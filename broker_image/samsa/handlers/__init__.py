@@ -1,0 +1,1 @@
+"""One module per API key: request to response; errors become Kafka error codes."""

@@ -1,0 +1,36 @@
+"""AlterConfigs (33): replace a resource's overrides with the given set (the legacy API)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from samsa.handlers import configs
+from samsa.handlers.context import BrokerServices, RequestContext
+from samsa.protocol.errors import ErrorCode, KafkaApiError
+
+KEY = 33
+MIN_VERSION, MAX_VERSION = 0, 2
+
+
+async def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> dict[str, Any]:
+    responses = []
+    for resource in request.resources:
+        entry: dict[str, Any] = {
+            "error_code": ErrorCode.none,
+            "error_message": None,
+            "resource_type": resource.resource_type,
+            "resource_name": resource.resource_name,
+        }
+        try:
+            wanted = {c.name: c.value for c in resource.configs}
+            await configs.replace(
+                services,
+                resource.resource_type,
+                resource.resource_name,
+                wanted,
+                request.validate_only,
+            )
+        except KafkaApiError as exc:
+            entry.update(configs.resource_error(exc))
+        responses.append(entry)
+    return {"throttle_time": 0, "responses": responses}

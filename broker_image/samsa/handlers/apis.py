@@ -1,0 +1,115 @@
+"""KafkaApis: the dispatch table from API key to handler, and request decoding around it."""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from samsa.handlers.context import BrokerServices, ClientConnection, RequestContext
+from samsa.protocol.errors import CloseConnection
+from samsa.protocol.messages import (
+    InvalidRequestError,
+    build,
+    decode_request,
+    encode_response,
+    parse_request_header,
+    peek_api,
+    request_is_flexible,
+    response_type,
+)
+
+log = logging.getLogger(__name__)
+
+Chunks = Sequence[bytes | bytearray | memoryview]
+HandlerResult = Any  # a response as a dict (or kio body), wire chunks, or None (no response)
+Handler = Callable[[BrokerServices, RequestContext, Any], HandlerResult | Awaitable[HandlerResult]]
+
+API_VERSIONS_KEY = 18
+
+
+@dataclass(frozen=True)
+class Api:
+    key: int
+    name: str
+    min_version: int
+    max_version: int
+    handle: Handler
+    notes: str = ""
+
+
+class KafkaApis:
+    """Turns one request frame into its response: decode, dispatch, encode.
+
+    Malformed frames, unknown API keys and unsupported versions close the connection, except
+    ApiVersions, which answers an unsupported version with a v0 UNSUPPORTED_VERSION response so
+    the client can learn what this broker speaks.
+    """
+
+    def __init__(self, services: BrokerServices, apis: Sequence[Api]) -> None:
+        self.services = services
+        self.table: dict[int, Api] = {api.key: api for api in apis}
+        services.extras["api_table"] = self.table
+
+    def handle(self, frame: bytes, conn: ClientConnection) -> Chunks | Awaitable[Any] | None:
+        started = time.perf_counter()
+        try:
+            key, version, correlation_id = peek_api(frame)
+        except InvalidRequestError as exc:
+            log.info("closing connection from %s: %s", conn.peer, exc)
+            raise CloseConnection from None
+        api = self.table.get(key)
+        if api is None:
+            log.info("closing connection from %s: unknown API key %d", conn.peer, key)
+            raise CloseConnection
+        if not api.min_version <= version <= api.max_version:
+            if key == API_VERSIONS_KEY:
+                from samsa.handlers.api_versions import unsupported_version_response
+
+                return [unsupported_version_response(correlation_id, self.table)]
+            log.info(
+                "closing connection from %s: %s v%d is not supported (v%d-v%d)",
+                conn.peer,
+                api.name,
+                version,
+                api.min_version,
+                api.max_version,
+            )
+            raise CloseConnection
+        try:
+            header = parse_request_header(frame, request_is_flexible(key, version))
+            request = decode_request(key, version, frame, header.size)
+        except InvalidRequestError as exc:
+            log.info(
+                "closing connection from %s: malformed %s v%d: %s",
+                conn.peer,
+                api.name,
+                version,
+                exc,
+            )
+            raise CloseConnection from None
+        ctx = RequestContext(header, conn)
+        result = api.handle(self.services, ctx, request)
+        if inspect.isawaitable(result):
+            return self._finish_later(api, ctx, result, started)
+        return self._finish(api, ctx, result, started)
+
+    def _finish(
+        self, api: Api, ctx: RequestContext, result: HandlerResult, started: float
+    ) -> Chunks | None:
+        self.services.on_request(api.name, time.perf_counter() - started)
+        if result is None:
+            return None
+        if isinstance(result, (list, tuple)):
+            return result
+        if isinstance(result, dict):
+            result = build(response_type(api.key, ctx.version), result)
+        return [encode_response(api.key, ctx.version, ctx.header.correlation_id, result)]
+
+    async def _finish_later(
+        self, api: Api, ctx: RequestContext, pending: Awaitable[HandlerResult], started: float
+    ) -> Chunks | None:
+        return self._finish(api, ctx, await pending, started)

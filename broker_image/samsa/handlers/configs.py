@@ -1,0 +1,132 @@
+"""Config resources shared by DescribeConfigs, AlterConfigs and IncrementalAlterConfigs."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from samsa.config.kafka import BROKER_CONFIG
+from samsa.handlers.context import BrokerServices
+from samsa.handlers.topic_admin import _CONFIG_TYPES, topic_config_entries, validate_configs
+from samsa.metadata import TopicMetadata
+from samsa.protocol.errors import ErrorCode, KafkaApiError
+
+TOPIC = 2
+BROKER = 4
+BROKER_LOGGER = 8
+
+# DescribeConfigs config_source values.
+DYNAMIC_TOPIC_CONFIG = 1
+DYNAMIC_BROKER_CONFIG = 2
+DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+STATIC_BROKER_CONFIG = 4
+DEFAULT_CONFIG = 5
+
+
+def topic_of(services: BrokerServices, name: str) -> TopicMetadata:
+    topic = services.cache.topic(name)
+    if topic is None:
+        raise KafkaApiError(ErrorCode.unknown_topic_or_partition, f"Topic '{name}' does not exist.")
+    return topic
+
+
+def check_broker(services: BrokerServices, name: str) -> None:
+    if name not in ("", str(services.broker.id)):
+        raise KafkaApiError(
+            ErrorCode.invalid_request,
+            f"Unexpected broker id, expected {services.broker.id} "
+            f"or empty string, but received {name}",
+        )
+
+
+def broker_config_entries(services: BrokerServices) -> list[dict[str, Any]]:
+    config = services.dynamic_config()
+    dynamic = services.store.broker_configs()
+    static = services.config.originals
+    entries = []
+    for name, key in BROKER_CONFIG.keys.items():
+        if name in dynamic:
+            source = DYNAMIC_BROKER_CONFIG
+        elif name in static:
+            source = STATIC_BROKER_CONFIG
+        else:
+            source = DEFAULT_CONFIG
+        entries.append(
+            {
+                "name": name,
+                "value": None if key.sensitive else key.render(config[name]),
+                "read_only": key.read_only,
+                "config_source": source,
+                "is_default": source == DEFAULT_CONFIG,
+                "is_sensitive": key.sensitive,
+                "config_type": _CONFIG_TYPES.get(key.type, 0),
+                "documentation": key.doc or None,
+            }
+        )
+    return entries
+
+
+def describe(services: BrokerServices, resource_type: int, name: str) -> list[dict[str, Any]]:
+    if resource_type == TOPIC:
+        return topic_config_entries(services, topic_of(services, name))
+    if resource_type == BROKER:
+        check_broker(services, name)
+        return broker_config_entries(services)
+    raise KafkaApiError(ErrorCode.invalid_request, f"Unsupported resource type {resource_type}")
+
+
+def validate_broker_configs(configs: Mapping[str, str | None]) -> dict[str, str]:
+    clean: dict[str, str] = {}
+    for name, value in configs.items():
+        key = BROKER_CONFIG.keys.get(name)
+        if key is None:
+            raise KafkaApiError(ErrorCode.invalid_config, f"Unknown broker config {name}")
+        if key.read_only:
+            raise KafkaApiError(
+                ErrorCode.invalid_request,
+                f"Cannot update these configs dynamically: {{{name}}}",
+            )
+        if value is None:
+            continue
+        try:
+            key.parse(value)
+        except ValueError as exc:
+            raise KafkaApiError(ErrorCode.invalid_config, f"Invalid config {exc}") from None
+        clean[name] = value
+    return clean
+
+
+async def replace(
+    services: BrokerServices,
+    resource_type: int,
+    name: str,
+    configs: Mapping[str, str | None],
+    validate_only: bool,
+) -> None:
+    """Set the resource's overrides to exactly these (AlterConfigs semantics)."""
+    if resource_type == TOPIC:
+        topic_of(services, name)
+        clean = validate_configs(services, configs)
+        if not validate_only:
+            await services.store.set_topic_configs(name, clean)
+        return
+    if resource_type == BROKER:
+        check_broker(services, name)
+        clean = validate_broker_configs(configs)
+        if not validate_only:
+            await services.store.set_broker_configs(clean)
+        return
+    raise KafkaApiError(ErrorCode.invalid_request, f"Unsupported resource type {resource_type}")
+
+
+def current_overrides(services: BrokerServices, resource_type: int, name: str) -> dict[str, str]:
+    if resource_type == TOPIC:
+        return dict(topic_of(services, name).configs)
+    if resource_type == BROKER:
+        check_broker(services, name)
+        return services.store.broker_configs()
+    raise KafkaApiError(ErrorCode.invalid_request, f"Unsupported resource type {resource_type}")
+
+
+def resource_error(exc: KafkaApiError) -> dict[str, Any]:
+    return {"error_code": exc.code, "error_message": exc.message}

@@ -1,0 +1,43 @@
+"""What handlers are given: the broker's services, and each request's context."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from samsa.config import KafkaConfig, LogConfig
+from samsa.metadata import BrokerInfo, MetadataCache, MetadataStore
+from samsa.protocol.messages import RequestHeader
+from samsa.replica import ReplicaManager
+
+
+class ClientConnection(Protocol):
+    peer: str
+    session: dict[str, object]
+
+
+@dataclass
+class BrokerServices:
+    """The broker's components a handler may use; the broker layer fills it in."""
+
+    config: KafkaConfig
+    broker: BrokerInfo
+    cache: MetadataCache
+    store: MetadataStore
+    replica_manager: ReplicaManager
+    # Effective broker config (static plus dynamic); topic log configs are derived from it.
+    dynamic_config: Callable[[], KafkaConfig]
+    log_config_for: Callable[[str], LogConfig]
+    on_request: Callable[[str, float], None] = field(default=lambda api, seconds: None)
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class RequestContext:
+    header: RequestHeader
+    conn: ClientConnection
+
+    @property
+    def version(self) -> int:
+        return self.header.api_version

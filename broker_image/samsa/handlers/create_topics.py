@@ -1,0 +1,77 @@
+"""CreateTopics (19): validate, assign replicas (or take the given assignment), record."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from samsa.handlers.context import BrokerServices, RequestContext
+from samsa.handlers.topic_admin import create_topic, plan_topic, topic_config_entries
+from samsa.metadata import TopicMetadata
+from samsa.protocol.errors import ErrorCode, KafkaApiError
+
+KEY = 19
+MIN_VERSION, MAX_VERSION = 2, 7
+
+
+def _result(name: str, code: ErrorCode, message: str | None = None) -> dict[str, Any]:
+    return {
+        "name": name,
+        "error_code": code,
+        "error_message": message,
+        "num_partitions": -1,
+        "replication_factor": -1,
+        "configs": None,
+        "topic_config_error_code": ErrorCode.none,
+    }
+
+
+async def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> dict[str, Any]:
+    results = []
+    names = [t.name for t in request.topics]
+    for topic in request.topics:
+        name = topic.name
+        if names.count(name) > 1:
+            results.append(
+                _result(
+                    name,
+                    ErrorCode.invalid_request,
+                    f"Create topics request from client contains duplicate topic name '{name}'.",
+                )
+            )
+            continue
+        assignments = {a.partition_index: list(a.broker_ids) for a in topic.assignments}
+        configs = {c.name: c.value for c in topic.configs}
+        try:
+            plan, clean = plan_topic(
+                services,
+                name,
+                topic.num_partitions,
+                topic.replication_factor,
+                assignments,
+                configs,
+            )
+            if request.validate_only:
+                import uuid
+
+                created = TopicMetadata(name, uuid.UUID(int=0), plan, clean)
+            else:
+                created = await create_topic(services, name, plan, clean)
+        except KafkaApiError as exc:
+            results.append(_result(name, exc.code, exc.message))
+            continue
+        entry = _result(name, ErrorCode.none)
+        entry.update(
+            topic_id=created.topic_id,
+            num_partitions=created.partition_count,
+            replication_factor=created.replication_factor,
+            configs=[
+                {
+                    k: v
+                    for k, v in c.items()
+                    if k in ("name", "value", "read_only", "config_source", "is_sensitive")
+                }
+                for c in topic_config_entries(services, created)
+            ],
+        )
+        results.append(entry)
+    return {"throttle_time": 0, "topics": results}

@@ -1,0 +1,53 @@
+"""Renders docs/protocol.md from the handler table, so the document cannot drift from the code.
+
+python -m samsa.handlers.docs > docs/protocol.md
+"""
+
+from __future__ import annotations
+
+from samsa.handlers.registry import default_apis
+
+DIFFERENCES = """\
+## Where Samsa differs from Apache Kafka
+
+- **Records are stored as sent.** Batches (magic v2 only) are CRC-checked and stored as the
+  producer's bytes; only the base offset, the partition leader epoch and, for
+  `message.timestamp.type=LogAppendTime`, the batch's max timestamp are patched. Message
+  format v0/v1 is refused with CORRUPT_MESSAGE. The topic config `compression.type` accepts
+  only `producer`: a broker that recompressed would have to re-encode every batch.
+- **Fetch sessions (KIP-227) are refused, correctly.** Every Fetch response carries session id
+  0, so clients keep sending full fetch requests; an incremental fetch naming a session gets
+  FETCH_SESSION_ID_NOT_FOUND. Clients fall back on their own.
+- **No transactions yet.** Produce requests with a transactional id get
+  TRANSACTIONAL_ID_AUTHORIZATION_FAILED; InitProducerId is not advertised, so idempotent
+  producers must be configured off (`enable.idempotence=false`) until the consumer-group issue
+  lands. `isolation.level=read_committed` reads up to the high watermark.
+- **Standalone mode.** Without `zookeeper.connect`, one broker keeps its metadata in
+  `samsa-metadata.json` in its data directory and leads every partition; `acks=all` acts as
+  `acks=1` while a partition has one replica.
+- **No authentication or ACLs.** SASL and TLS are not offered; authorized-operations fields
+  are answered with "not provided" (-2147483648).
+- **Errors close the connection where Kafka does**: an unknown API key, an unsupported version
+  (except ApiVersions, answered with a v0 UNSUPPORTED_VERSION response), a frame larger than
+  `socket.request.max.bytes`, or bytes that do not decode. Other connections are unaffected.
+"""
+
+
+def render() -> str:
+    lines = [
+        "# Kafka protocol support",
+        "",
+        "Generated from the broker's handler table by `make docs`; a test fails when it is stale.",
+        "ApiVersions advertises exactly these ranges.",
+        "",
+        "| API key | API | versions | what it does |",
+        "|---:|---|---|---|",
+    ]
+    for api in default_apis():
+        note = api.notes.split(":", 1)[1].strip() if ":" in api.notes else api.notes
+        lines.append(f"| {api.key} | {api.name} | {api.min_version}-{api.max_version} | {note} |")
+    return "\n".join(lines) + "\n\n" + DIFFERENCES
+
+
+if __name__ == "__main__":
+    print(render(), end="")

@@ -1,0 +1,139 @@
+"""Fetch (1): read committed batches, long-polling until min_bytes or max_wait.
+
+Fetch sessions (KIP-227) are refused correctly: every response carries session id 0, so
+clients keep sending full fetches, and an incremental fetch of an unknown session gets
+FETCH_SESSION_ID_NOT_FOUND.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+from samsa.handlers.context import BrokerServices, RequestContext
+from samsa.metadata import TopicPartition
+from samsa.protocol.errors import ErrorCode
+from samsa.protocol.fast import FetchPartitionResult, FetchTopicResult, encode_fetch_response
+from samsa.protocol.messages import ms
+from samsa.replica import FetchPartitionRequest, FetchPartitionResponse
+
+KEY = 1
+MIN_VERSION, MAX_VERSION = 4, 17
+FINAL_EPOCH = -1
+ZERO_UUID = uuid.UUID(int=0)
+
+
+def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
+    version = ctx.version
+    if request.session_id != 0 and request.session_epoch != FINAL_EPOCH:
+        return encode_fetch_response(
+            version,
+            ctx.header.correlation_id,
+            [],
+            error_code=ErrorCode.fetch_session_id_not_found.value,
+        )
+    cache = services.cache
+    replica_state = getattr(request, "replica_state", None)
+    replica_id = (
+        replica_state.replica_id
+        if replica_state is not None
+        else getattr(request, "replica_id", -1)
+    )
+    # Partitions keep the request's order; unknown ones are answered with an error.
+    order: list[tuple[str | None, uuid.UUID, int, int | None]] = []
+    reads: list[FetchPartitionRequest] = []
+    for topic in request.topics:
+        topic_id = getattr(topic, "topic_id", None) or ZERO_UUID
+        name = getattr(topic, "topic", None)
+        if name is None:
+            name = cache.topic_name(topic_id)
+        meta = cache.topic(name) if name is not None else None
+        for p in topic.partitions:
+            if meta is None:
+                code = (
+                    ErrorCode.unknown_topic_id
+                    if version >= 13
+                    else ErrorCode.unknown_topic_or_partition
+                )
+                order.append((name, topic_id, p.partition, code.value))
+                continue
+            order.append((name, meta.topic_id, p.partition, None))
+            reads.append(
+                FetchPartitionRequest(
+                    TopicPartition(meta.name, p.partition),
+                    p.fetch_offset,
+                    p.partition_max_bytes,
+                    getattr(p, "current_leader_epoch", -1),
+                )
+            )
+    max_bytes = request.max_bytes
+    isolation = request.isolation_level
+    responses, total = services.replica_manager.read(reads, max_bytes, isolation, replica_id)
+    max_wait_ms = ms(request.max_wait)
+    errors = any(r.error_code for r in responses) or len(reads) != len(order)
+    if total >= request.min_bytes or max_wait_ms <= 0 or errors or not reads:
+        return _encode(ctx, order, responses)
+    return _long_poll(
+        services,
+        ctx,
+        order,
+        reads,
+        max_bytes,
+        isolation,
+        replica_id,
+        request.min_bytes,
+        max_wait_ms,
+    )
+
+
+async def _long_poll(
+    services: BrokerServices,
+    ctx: RequestContext,
+    order: list[tuple[str | None, uuid.UUID, int, int | None]],
+    reads: list[FetchPartitionRequest],
+    max_bytes: int,
+    isolation: int,
+    replica_id: int,
+    min_bytes: int,
+    max_wait_ms: int,
+) -> Any:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + max_wait_ms / 1000
+    tps = [r.tp for r in reads]
+    manager = services.replica_manager
+    while True:
+        remaining = deadline - loop.time()
+        grew = remaining > 0 and await manager.wait_for_data(tps, remaining)
+        responses, total = manager.read(reads, max_bytes, isolation, replica_id)
+        if not grew or total >= min_bytes or any(r.error_code for r in responses):
+            return _encode(ctx, order, responses)
+
+
+def _encode(
+    ctx: RequestContext,
+    order: list[tuple[str | None, uuid.UUID, int, int | None]],
+    responses: list[FetchPartitionResponse],
+) -> list[Any]:
+    topics: list[FetchTopicResult] = []
+    current: FetchTopicResult | None = None
+    it = iter(responses)
+    for name, topic_id, partition, error in order:
+        if current is None or current.name != name or current.topic_id != topic_id:
+            current = FetchTopicResult(name or "", topic_id, [])
+            topics.append(current)
+        if error is not None:
+            current.partitions.append(FetchPartitionResult(partition, error, -1, -1, -1, None))
+            continue
+        r = next(it)
+        current.partitions.append(
+            FetchPartitionResult(
+                partition,
+                r.error_code,
+                r.high_watermark,
+                r.last_stable_offset,
+                r.log_start_offset,
+                r.records,
+            )
+        )
+    return encode_fetch_response(ctx.version, ctx.header.correlation_id, topics)

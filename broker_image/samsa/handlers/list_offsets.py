@@ -1,0 +1,44 @@
+"""ListOffsets (2): earliest, latest, max timestamp, and the first offset at a timestamp."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from samsa.handlers.context import BrokerServices, RequestContext
+from samsa.metadata import TopicPartition
+from samsa.protocol.errors import ErrorCode, KafkaApiError
+
+KEY = 2
+MIN_VERSION, MAX_VERSION = 1, 10
+
+
+def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> dict[str, Any]:
+    manager = services.replica_manager
+    isolation = getattr(request, "isolation_level", 0)
+    topics = []
+    seen: set[TopicPartition] = set()
+    for topic in request.topics:
+        partitions = []
+        for p in topic.partitions:
+            tp = TopicPartition(topic.name, p.partition_index)
+            entry: dict[str, Any] = {
+                "partition_index": p.partition_index,
+                "error_code": ErrorCode.none,
+                "timestamp": -1,
+                "offset": -1,
+                "leader_epoch": -1,
+            }
+            if tp in seen:
+                entry["error_code"] = ErrorCode.invalid_request
+            else:
+                seen.add(tp)
+                try:
+                    ts, offset, epoch = manager.offset_for_timestamp(
+                        tp, p.timestamp, isolation, getattr(p, "current_leader_epoch", -1)
+                    )
+                    entry.update(timestamp=ts, offset=offset, leader_epoch=epoch)
+                except KafkaApiError as exc:
+                    entry["error_code"] = exc.code
+            partitions.append(entry)
+        topics.append({"name": topic.name, "partitions": partitions})
+    return {"throttle_time": 0, "topics": topics}

@@ -1,0 +1,131 @@
+"""Metadata (3): brokers, controller, topics with ids, partitions with leaders and ISRs."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from samsa.handlers.context import BrokerServices, RequestContext
+from samsa.handlers.topic_admin import auto_create_topic
+from samsa.metadata import TopicMetadata, validate_topic_name
+from samsa.protocol.errors import ErrorCode, KafkaApiError
+
+KEY = 3
+MIN_VERSION, MAX_VERSION = 0, 13
+NO_AUTHORIZED_OPERATIONS = -(2**31)
+ZERO_UUID = uuid.UUID(int=0)
+
+
+def _partitions(services: BrokerServices, topic: TopicMetadata) -> list[dict[str, Any]]:
+    states = services.cache.partition_states(topic.name)
+    live = {b.id for b in services.cache.brokers()}
+    out = []
+    for p in sorted(topic.assignment):
+        replicas = topic.assignment[p]
+        state = states.get(p)
+        leader = state.leader if state else -1
+        error = ErrorCode.none if leader in live else ErrorCode.leader_not_available
+        out.append(
+            {
+                "error_code": error,
+                "partition_index": p,
+                "leader_id": leader,
+                "leader_epoch": state.leader_epoch if state else -1,
+                "replica_nodes": list(state.replicas if state else replicas),
+                "isr_nodes": list(state.isr) if state else [],
+                "offline_replicas": [r for r in replicas if r not in live],
+            }
+        )
+    return out
+
+
+def _topic_entry(services: BrokerServices, topic: TopicMetadata) -> dict[str, Any]:
+    return {
+        "error_code": ErrorCode.none,
+        "name": topic.name,
+        "topic_id": topic.topic_id,
+        "is_internal": topic.internal,
+        "partitions": _partitions(services, topic),
+        "topic_authorized_operations": NO_AUTHORIZED_OPERATIONS,
+    }
+
+
+def _error_entry(name: str | None, topic_id: uuid.UUID | None, code: ErrorCode) -> dict[str, Any]:
+    return {
+        "error_code": code,
+        "name": name,
+        "topic_id": topic_id or ZERO_UUID,
+        "is_internal": False,
+        "partitions": [],
+        "topic_authorized_operations": NO_AUTHORIZED_OPERATIONS,
+    }
+
+
+def _response(services: BrokerServices, topics: list[dict[str, Any]]) -> dict[str, Any]:
+    cache = services.cache
+    return {
+        "throttle_time": 0,
+        "brokers": [
+            {"node_id": b.id, "host": b.host, "port": b.port, "rack": b.rack}
+            for b in cache.brokers()
+        ],
+        "cluster_id": cache.cluster_id,
+        "controller_id": cache.controller_id,
+        "topics": topics,
+        "cluster_authorized_operations": NO_AUTHORIZED_OPERATIONS,
+        "error_code": ErrorCode.none,
+    }
+
+
+def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
+    cache = services.cache
+    requested = request.topics
+    if requested is None or (ctx.version == 0 and not requested):
+        topics = [_topic_entry(services, t) for t in cache.topics()]
+        return _response(services, topics)
+    allow_auto = getattr(request, "allow_auto_topic_creation", True)
+    auto = allow_auto and services.dynamic_config()["auto.create.topics.enable"]
+    entries: list[dict[str, Any] | None] = []
+    to_create: list[tuple[int, str]] = []
+    for item in requested:
+        name = item.name
+        topic_id = getattr(item, "topic_id", None)
+        if name is None and topic_id not in (None, ZERO_UUID):
+            name = cache.topic_name(topic_id)
+            if name is None:
+                entries.append(_error_entry(None, topic_id, ErrorCode.unknown_topic_id))
+                continue
+        topic = cache.topic(name) if name else None
+        if topic is not None:
+            entries.append(_topic_entry(services, topic))
+            continue
+        if name and validate_topic_name(name) is not None:
+            entries.append(_error_entry(name, None, ErrorCode.invalid_topic_exception))
+        elif name and auto:
+            to_create.append((len(entries), name))
+            entries.append(None)
+        else:
+            entries.append(_error_entry(name, None, ErrorCode.unknown_topic_or_partition))
+    if not to_create:
+        return _response(services, [e for e in entries if e is not None])
+    return _auto_create(services, entries, to_create)
+
+
+async def _auto_create(
+    services: BrokerServices,
+    entries: list[dict[str, Any] | None],
+    to_create: list[tuple[int, str]],
+) -> dict[str, Any]:
+    for index, name in to_create:
+        try:
+            await auto_create_topic(services, name)
+        except KafkaApiError as exc:
+            entries[index] = _error_entry(name, None, exc.code)
+            continue
+        # Kafka answers LEADER_NOT_AVAILABLE for a topic it just created; clients retry.
+        topic = services.cache.topic(name)
+        if topic is None:
+            entries[index] = _error_entry(name, None, ErrorCode.leader_not_available)
+        else:
+            entries[index] = _topic_entry(services, topic)
+    return _response(services, [e for e in entries if e is not None])

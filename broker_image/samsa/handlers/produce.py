@@ -1,0 +1,64 @@
+"""Produce (0): append each partition's batches as leader; answers with hand-encoded bytes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from samsa.handlers.context import BrokerServices, RequestContext
+from samsa.metadata import TopicPartition
+from samsa.protocol.errors import CloseConnection, ErrorCode
+from samsa.protocol.fast import ProducePartitionResult, ProduceTopicResult, encode_produce_response
+
+KEY = 0
+MIN_VERSION, MAX_VERSION = 3, 12
+
+
+def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
+    acks = request.acks
+    cache = services.cache
+    replica_manager = services.replica_manager
+    topics: list[ProduceTopicResult] = []
+    failed = False
+    bad_acks = acks not in (-1, 0, 1)
+    transactional = request.transactional_id is not None
+    for topic_data in request.topic_data:
+        name = topic_data.name
+        results = []
+        for pdata in topic_data.partition_data:
+            if bad_acks:
+                result = ProducePartitionResult(
+                    pdata.index, ErrorCode.invalid_required_acks.value, -1
+                )
+            elif transactional:
+                result = ProducePartitionResult(
+                    pdata.index,
+                    ErrorCode.transactional_id_authorization_failed.value,
+                    -1,
+                    error_message="Transactions are not supported by this broker",
+                )
+            elif cache.topic(name) is None:
+                result = ProducePartitionResult(
+                    pdata.index, ErrorCode.unknown_topic_or_partition.value, -1
+                )
+            else:
+                r = replica_manager.append_records(
+                    TopicPartition(name, pdata.index), pdata.records, acks, 0
+                )
+                result = ProducePartitionResult(
+                    pdata.index,
+                    r.error_code,
+                    r.base_offset,
+                    r.log_append_time_ms,
+                    r.log_start_offset,
+                    r.error_message,
+                )
+            failed = failed or result.error_code != 0
+            results.append(result)
+        topics.append(ProduceTopicResult(name, results))
+    if acks == 0:
+        # The producer reads no answer, so closing the connection is how it learns of an error
+        # (Kafka does the same) and refreshes its metadata.
+        if failed:
+            raise CloseConnection
+        return None
+    return [encode_produce_response(ctx.version, ctx.header.correlation_id, topics)]

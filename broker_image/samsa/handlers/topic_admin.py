@@ -1,0 +1,163 @@
+"""Topic administration shared by CreateTopics, auto-creation, CreatePartitions and configs."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from samsa.config import TOPIC_CONFIG, ConfigError, LogConfig
+from samsa.handlers.context import BrokerServices
+from samsa.metadata import TopicMetadata, validate_topic_name
+from samsa.metadata.assignment import assign_replicas
+from samsa.metadata.names import is_internal
+from samsa.protocol.errors import ErrorCode, KafkaApiError
+
+MAX_PARTITIONS = 100_000
+
+
+def validate_configs(services: BrokerServices, configs: Mapping[str, str | None]) -> dict[str, str]:
+    """Topic overrides as strings, checked against Kafka's topic keys; INVALID_CONFIG if not."""
+    clean: dict[str, str] = {}
+    for name, value in configs.items():
+        if value is None:
+            raise KafkaApiError(ErrorCode.invalid_config, f"Null value not supported for {name}")
+        clean[name] = value
+    try:
+        LogConfig.from_props(clean, services.dynamic_config().topic_defaults())
+    except ConfigError as exc:
+        raise KafkaApiError(ErrorCode.invalid_config, f"Invalid config {exc}") from None
+    return clean
+
+
+def plan_topic(
+    services: BrokerServices,
+    name: str,
+    num_partitions: int,
+    replication_factor: int,
+    assignments: Mapping[int, list[int]] | None,
+    configs: Mapping[str, str | None],
+) -> tuple[dict[int, list[int]], dict[str, str]]:
+    """The replica assignment and configs of a new topic, or KafkaApiError saying why not."""
+    reason = validate_topic_name(name)
+    if reason is not None:
+        raise KafkaApiError(ErrorCode.invalid_topic_exception, reason)
+    if services.cache.topic(name) is not None or name in services.store.topics():
+        raise KafkaApiError(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.")
+    clean = validate_configs(services, configs)
+    brokers = services.cache.brokers()
+    live = {b.id for b in brokers}
+    if assignments:
+        if num_partitions != -1 or replication_factor != -1:
+            raise KafkaApiError(
+                ErrorCode.invalid_request,
+                "Both numPartitions or replicationFactor and replicasAssignments were set. "
+                "Both cannot be used at the same time.",
+            )
+        plan = {int(p): list(r) for p, r in assignments.items()}
+        if sorted(plan) != list(range(len(plan))):
+            raise KafkaApiError(
+                ErrorCode.invalid_replica_assignment,
+                "Partitions should be a consecutive 0-based integer sequence",
+            )
+        sizes = {len(r) for r in plan.values()}
+        if len(sizes) != 1 or 0 in sizes:
+            raise KafkaApiError(
+                ErrorCode.invalid_replica_assignment,
+                "All partitions should have the same number of replicas",
+            )
+        for p, replicas in plan.items():
+            if len(set(replicas)) != len(replicas):
+                raise KafkaApiError(
+                    ErrorCode.invalid_replica_assignment,
+                    f"Duplicate brokers not allowed in replica assignment: {replicas} "
+                    f"for partition id {p}.",
+                )
+            unknown = [r for r in replicas if r not in live]
+            if unknown:
+                raise KafkaApiError(
+                    ErrorCode.broker_not_available,
+                    f"Unknown broker(s) {unknown} in the replica assignment of partition {p}",
+                )
+        return plan, clean
+    config = services.dynamic_config()
+    partitions = config["num.partitions"] if num_partitions == -1 else num_partitions
+    rf = config["default.replication.factor"] if replication_factor == -1 else replication_factor
+    if partitions <= 0 or partitions > MAX_PARTITIONS:
+        raise KafkaApiError(
+            ErrorCode.invalid_partitions,
+            "Number of partitions must be larger than 0."
+            if partitions <= 0
+            else f"Number of partitions must be at most {MAX_PARTITIONS}.",
+        )
+    if rf <= 0:
+        raise KafkaApiError(
+            ErrorCode.invalid_replication_factor, "Replication factor must be larger than 0."
+        )
+    if rf > len(brokers):
+        raise KafkaApiError(
+            ErrorCode.invalid_replication_factor,
+            f"Replication factor: {rf} larger than available brokers: {len(brokers)}.",
+        )
+    return assign_replicas(brokers, partitions, rf), clean
+
+
+async def create_topic(
+    services: BrokerServices,
+    name: str,
+    assignment: dict[int, list[int]],
+    configs: dict[str, str],
+) -> TopicMetadata:
+    return await services.store.create_topic(name, assignment, configs)
+
+
+async def auto_create_topic(services: BrokerServices, name: str) -> TopicMetadata | None:
+    """Create a topic on first use with the broker's defaults (auto.create.topics.enable)."""
+    config = services.dynamic_config()
+    rf = min(config["default.replication.factor"], len(services.cache.brokers()))
+    try:
+        plan, clean = plan_topic(services, name, config["num.partitions"], max(rf, 1), None, {})
+    except KafkaApiError as exc:
+        if exc.code == ErrorCode.topic_already_exists:
+            return services.cache.topic(name)
+        raise
+    return await create_topic(services, name, plan, clean)
+
+
+def topic_config_entries(services: BrokerServices, topic: TopicMetadata) -> list[dict[str, object]]:
+    """Every topic key with value, source and read-only flag, for DescribeConfigs/CreateTopics."""
+    defaults = services.dynamic_config().topic_defaults()
+    effective = LogConfig.from_props(topic.configs, defaults).to_props()
+    entries: list[dict[str, object]] = []
+    for name, key in TOPIC_CONFIG.keys.items():
+        value = effective[name]
+        overridden = name in topic.configs
+        entries.append(
+            {
+                "name": name,
+                "value": key.render(value),
+                "read_only": False,
+                "config_source": 1 if overridden else 5,
+                "is_default": not overridden,
+                "is_sensitive": False,
+                "config_type": _CONFIG_TYPES.get(key.type, 0),
+                "documentation": key.doc or None,
+            }
+        )
+    return entries
+
+
+# DescribeConfigs config_type values.
+_CONFIG_TYPES = {
+    "boolean": 1,
+    "string": 2,
+    "int": 3,
+    "short": 4,
+    "long": 5,
+    "double": 6,
+    "list": 7,
+    "class": 8,
+    "password": 9,
+}
+
+
+def internal(name: str) -> bool:
+    return is_internal(name)

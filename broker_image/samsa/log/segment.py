@@ -1,0 +1,573 @@
+"""One log segment: the `<base offset>.log` file of batches and its two sparse indexes.
+
+Kafka's LogSegment.  Batches are appended with one pwrite each call and read back with
+pread on a descriptor kept open for the segment's lifetime; only batch headers are ever
+parsed.  Recovery (CRC-checking every batch and rebuilding the indexes) lives here too,
+because it is a walk over one segment's file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import random
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+
+import crc32c
+
+from samsa.config.topic import LogConfig
+from samsa.log.index import OffsetIndex, TimeIndex
+from samsa.log.info import FetchDataInfo
+from samsa.protocol.records import (
+    ATTRIBUTES_OFFSET,
+    BATCH_HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAGIC_V2,
+    MIN_BATCH_LENGTH,
+    BatchHeader,
+    decode_records,
+    read_batch_header,
+)
+
+log = logging.getLogger(__name__)
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+DELETED_SUFFIX = ".deleted"
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
+
+INT32_MAX = 2**31 - 1
+# Header walks read this much at a time: a few index intervals of small batches.
+_SCAN_CHUNK = 16 * 1024
+# Recovery reads whole batches to check their CRC, in large sequential chunks.
+_RECOVERY_CHUNK = 4 * 1024 * 1024
+
+
+def file_stem(base_offset: int) -> str:
+    """Kafka's file name for a segment: its base offset, zero-padded to 20 digits."""
+    return f"{base_offset:020d}"
+
+
+def _crc_of(batch: memoryview) -> int:
+    return int(crc32c.crc32c(batch[ATTRIBUTES_OFFSET:]))
+
+
+class LogSegment:
+    """Batches with offsets from base_offset up, in one file, plus their indexes."""
+
+    def __init__(
+        self,
+        dir: Path,
+        base_offset: int,
+        fd: int,
+        size: int,
+        config: LogConfig,
+        created_ms: int,
+    ) -> None:
+        self.base_offset = base_offset
+        self.log_path = dir / (file_stem(base_offset) + LOG_SUFFIX)
+        self.offset_index = OffsetIndex(
+            dir / (file_stem(base_offset) + INDEX_SUFFIX), base_offset, config.segment_index_bytes
+        )
+        self.time_index = TimeIndex(
+            dir / (file_stem(base_offset) + TIME_INDEX_SUFFIX),
+            base_offset,
+            config.segment_index_bytes,
+        )
+        self._fd = fd
+        self._size = size
+        self.created_ms = created_ms
+        self.index_interval_bytes = config.index_interval_bytes
+        jitter = min(config.segment_jitter_ms, config.segment_ms)
+        self.roll_jitter_ms = random.randrange(jitter) if jitter > 0 else 0
+        # None: not known yet (a rolled segment's value is read from its time index lazily).
+        self._max_timestamp: int | None = -1
+        self._offset_of_max_timestamp = -1
+        self._next_offset = base_offset
+        self._bytes_since_index_entry = 0
+        self._rolling_timestamp: int | None = None
+        self._dirty = False
+
+    # -- construction ----------------------------------------------------------------------
+
+    @classmethod
+    def create(cls, dir: Path, base_offset: int, config: LogConfig, now_ms: int) -> LogSegment:
+        """A new, empty segment with fresh files (any old ones at this offset are replaced)."""
+        path = dir / (file_stem(base_offset) + LOG_SUFFIX)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        segment = cls(dir, base_offset, fd, 0, config, now_ms)
+        segment.offset_index.create()
+        segment.time_index.create()
+        segment._dirty = True
+        return segment
+
+    @classmethod
+    def open(cls, dir: Path, base_offset: int, config: LogConfig, now_ms: int) -> LogSegment:
+        """An existing segment; the loader then either recovers it or trusts it."""
+        path = dir / (file_stem(base_offset) + LOG_SUFFIX)
+        fd = os.open(path, os.O_RDWR)
+        segment = cls(dir, base_offset, fd, os.fstat(fd).st_size, config, now_ms)
+        segment.offset_index.unload()
+        segment.time_index.unload()
+        segment._max_timestamp = None
+        return segment
+
+    # -- properties ------------------------------------------------------------------------
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    @property
+    def next_offset(self) -> int:
+        """One past the last offset in this segment (meaningful for the active segment)."""
+        return self._next_offset
+
+    @property
+    def max_timestamp_so_far(self) -> int:
+        if self._max_timestamp is None:
+            self._ensure_indexes()
+            ts, offset = self.time_index.last_entry
+            self._max_timestamp, self._offset_of_max_timestamp = ts, offset
+        return self._max_timestamp
+
+    @property
+    def offset_of_max_timestamp_so_far(self) -> int:
+        _ = self.max_timestamp_so_far
+        return self._offset_of_max_timestamp
+
+    @property
+    def largest_timestamp(self) -> int:
+        """The max timestamp, or the file's mtime when no batch has one (Kafka's rule)."""
+        ts = self.max_timestamp_so_far
+        if ts >= 0:
+            return ts
+        return int(os.stat(self.log_path).st_mtime * 1000)
+
+    # -- append ----------------------------------------------------------------------------
+
+    def should_roll(
+        self,
+        messages_size: int,
+        max_timestamp_in_messages: int,
+        max_offset_in_messages: int,
+        now_ms: int,
+        config: LogConfig,
+    ) -> bool:
+        """Kafka's LogSegment.shouldRoll, with the size and age rules only for a non-empty
+        segment (a batch bigger than segment.bytes still goes into an empty one)."""
+        if max_offset_in_messages - self.base_offset > INT32_MAX:
+            return True
+        if self.offset_index.is_full or self.time_index.is_full:
+            return True
+        if self._size == 0:
+            return False
+        if self._size + messages_size > config.segment_bytes:
+            return True
+        rolling = self._rolling_based_timestamp()
+        waited = (
+            max_timestamp_in_messages - rolling
+            if rolling is not None and rolling >= 0
+            else now_ms - self.created_ms
+        )
+        return waited > config.segment_ms - self.roll_jitter_ms
+
+    def append(
+        self, records: bytes | bytearray | memoryview, headers: Sequence[BatchHeader]
+    ) -> None:
+        """Write the batches (their headers already final) in one write, then index them."""
+        position = self._size
+        view = memoryview(records)
+        written = 0
+        try:
+            while written < len(view):
+                written += os.pwrite(self._fd, view[written:], position + written)
+        except OSError:
+            # Leave no partial batch behind for the next append to build on.
+            os.ftruncate(self._fd, position)
+            raise
+        self._size = position + written
+        self._dirty = True
+        if self._rolling_timestamp is None and position == 0 and headers:
+            self._rolling_timestamp = headers[0].max_timestamp
+        max_ts = self.max_timestamp_so_far
+        offset_index = self.offset_index
+        time_index = self.time_index
+        since = self._bytes_since_index_entry
+        interval = self.index_interval_bytes
+        for h in headers:
+            last = h.base_offset + h.last_offset_delta
+            if h.max_timestamp > max_ts:
+                max_ts = h.max_timestamp
+                self._offset_of_max_timestamp = last
+            if since > interval:
+                if not offset_index.is_full:
+                    offset_index.append(last, position)
+                if not time_index.is_full:
+                    time_index.maybe_append(max_ts, self._offset_of_max_timestamp)
+                since = 0
+            size = h.batch_length + LOG_OVERHEAD
+            since += size
+            position += size
+        self._bytes_since_index_entry = since
+        self._max_timestamp = max_ts
+        if headers:
+            last_h = headers[-1]
+            self._next_offset = last_h.base_offset + last_h.last_offset_delta + 1
+
+    # -- read ------------------------------------------------------------------------------
+
+    def translate_offset(
+        self, offset: int, start_position: int = 0
+    ) -> tuple[int, BatchHeader] | None:
+        """(position, header) of the first batch whose last offset is >= `offset`."""
+        self._ensure_indexes()
+        _, position = self.offset_index.lookup(offset)
+        for pos, h, _ in self._scan(max(position, start_position), self._size, _SCAN_CHUNK):
+            if h.base_offset + h.last_offset_delta >= offset:
+                return pos, h
+        return None
+
+    def read(
+        self,
+        fetch_offset: int,
+        max_bytes: int,
+        max_offset: int | None = None,
+        min_one_message: bool = True,
+    ) -> FetchDataInfo | None:
+        """Whole batches from the one holding fetch_offset; None if this segment has none.
+
+        Batches whose last offset is >= max_offset are left out (Kafka's maxPosition).
+        """
+        found = self.translate_offset(fetch_offset)
+        if found is None:
+            return None
+        start, first = found
+        end = self._size
+        if max_offset is not None:
+            if first.last_offset >= max_offset:
+                return FetchDataInfo(fetch_offset, b"", -1, self.base_offset, start)
+            bound = self.translate_offset(max_offset, start)
+            if bound is not None:
+                end = bound[0]
+        limit = max_bytes
+        if min_one_message and first.size > limit:
+            limit = first.size
+        cut = end if end - start <= limit else self._boundary_at_or_before(start, start + limit)
+        if cut <= start:
+            return FetchDataInfo(fetch_offset, b"", -1, self.base_offset, start)
+        data = os.pread(self._fd, cut - start, start)
+        return FetchDataInfo(fetch_offset, data, first.base_offset, self.base_offset, start)
+
+    def read_batch(self, position: int, header: BatchHeader) -> bytes:
+        return os.pread(self._fd, header.size, position)
+
+    def find_offset_by_timestamp(self, timestamp: int, start_offset: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record at or after start_offset with a
+        timestamp >= `timestamp`; decodes only the one batch that holds it."""
+        self._ensure_indexes()
+        # Every record up to the entry's offset has a timestamp below the target.
+        _, below = self.time_index.lookup(timestamp - 1)
+        _, position = self.offset_index.lookup(max(below, start_offset))
+        for pos, h, _ in self._scan(position, self._size, _SCAN_CHUNK):
+            if h.max_timestamp < timestamp or h.base_offset + h.last_offset_delta < start_offset:
+                continue
+            for record in decode_records(self.read_batch(pos, h)):
+                if record.timestamp >= timestamp and record.offset >= start_offset:
+                    return record.offset, record.timestamp
+        return None
+
+    def find_max_timestamp_record(self) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record carrying this segment's max timestamp."""
+        max_ts = self.max_timestamp_so_far
+        if max_ts < 0:
+            return None
+        found = self.translate_offset(self._offset_of_max_timestamp)
+        if found is None:
+            return None
+        pos, h = found
+        for record in decode_records(self.read_batch(pos, h)):
+            if record.timestamp == max_ts:
+                return record.offset, record.timestamp
+        return None
+
+    # -- recovery and index upkeep ---------------------------------------------------------
+
+    def recover(
+        self,
+        *,
+        check_crc: bool = True,
+        truncate: bool = True,
+        offset_limit: int | None = None,
+        on_batch: Callable[[BatchHeader], None] | None = None,
+    ) -> tuple[int, int, str | None]:
+        """Walk every batch, rebuild both indexes, and cut the file at the first bad batch.
+
+        Returns (valid bytes, bytes dropped, why).  With truncate=False (rebuilding the
+        indexes of a trusted segment) nothing is cut and dropped counts what was skipped.
+        """
+        self.offset_index.reset()
+        self.time_index.reset()
+        offset_index = self.offset_index
+        time_index = self.time_index
+        max_ts, offset_of_max = -1, -1
+        expected = self.base_offset
+        valid = 0
+        last_index_position = 0
+        reason: str | None = None
+        chunk = _RECOVERY_CHUNK if check_crc else _SCAN_CHUNK
+        for pos, h, view in self._scan(0, self._size, chunk, need_bytes=check_crc):
+            if h.magic != MAGIC_V2:
+                reason = f"record magic v{h.magic}"
+            elif view is not None and _crc_of(view) != h.crc:
+                reason = "a CRC mismatch"
+            elif h.last_offset_delta < 0 or h.base_offset < expected:
+                reason = f"offset {h.base_offset} out of order (expected >= {expected})"
+            elif h.base_offset + h.last_offset_delta - self.base_offset > INT32_MAX:
+                reason = f"offset {h.base_offset} too far from the segment's base offset"
+            elif offset_limit is not None and h.base_offset + h.last_offset_delta >= offset_limit:
+                reason = f"offset {h.base_offset} overlapping the next segment"
+            if reason is not None:
+                break
+            last = h.base_offset + h.last_offset_delta
+            if h.max_timestamp > max_ts:
+                max_ts, offset_of_max = h.max_timestamp, last
+            if pos - last_index_position > self.index_interval_bytes:
+                if not offset_index.is_full:
+                    offset_index.append(last, pos)
+                if not time_index.is_full:
+                    time_index.maybe_append(max_ts, offset_of_max)
+                last_index_position = pos
+            expected = last + 1
+            valid = pos + h.batch_length + LOG_OVERHEAD
+            if on_batch is not None:
+                on_batch(h)
+        if reason is None and valid < self._size:
+            reason = "an incomplete batch"
+        dropped = self._size - valid
+        if truncate and dropped:
+            os.ftruncate(self._fd, valid)
+            self._size = valid
+            self._dirty = True
+        if max_ts >= 0 and time_index.entries < time_index.max_entries:
+            time_index.maybe_append(max_ts, offset_of_max, skip_full_check=True)
+        self._max_timestamp, self._offset_of_max_timestamp = max_ts, offset_of_max
+        self._next_offset = expected
+        self._bytes_since_index_entry = valid - last_index_position
+        self._rolling_timestamp = None
+        return valid, dropped, reason
+
+    def check_indexes(self, offset_limit: int | None) -> str | None:
+        """Kafka's cheap sanity check of a trusted segment's index files; None if fine."""
+        for index in (self.offset_index, self.time_index):
+            problem = index.quick_check(self._size, offset_limit)
+            if problem:
+                return f"{index.path} {problem}"
+        return None
+
+    def rebuild_indexes(self, why: str) -> None:
+        """Recreate both indexes from the .log of a segment that is otherwise trusted."""
+        log.warning("rebuilding the indexes of %s: %s", self.log_path, why)
+        _, skipped, reason = self.recover(check_crc=False, truncate=False)
+        if skipped:
+            log.warning(
+                "%s has %d unreadable bytes at its end (%s); they are not indexed",
+                self.log_path,
+                skipped,
+                reason,
+            )
+
+    def make_active(self) -> bool:
+        """Load the indexes for appending and find the end of the data.
+
+        Returns False if the file does not end on a batch boundary (it needs recovery).
+        """
+        if not self.offset_index.loaded or not self.time_index.loaded:
+            problem = self._load_indexes(mutable=True)
+            if problem:
+                self.rebuild_indexes(problem)
+        self.offset_index.make_mutable()
+        self.time_index.make_mutable()
+        return self._restore_tail_state()
+
+    def seal(self) -> None:
+        """This segment stops being the active one: final time index entry, trim the
+        index files, and read them through mmap from now on."""
+        self._append_final_time_index_entry()
+        for index in (self.offset_index, self.time_index):
+            index.trim()
+            index.load(mutable=False, log_size=self._size, offset_limit=None, check=False)
+
+    def truncate_to(self, offset: int) -> int:
+        """Drop every batch whose last offset is >= `offset`; returns the bytes dropped."""
+        self._ensure_indexes()
+        found = self.translate_offset(offset)
+        if found is None:
+            return 0
+        position, h = found
+        self.offset_index.truncate_to(h.base_offset)
+        self.time_index.truncate_to(h.base_offset)
+        dropped = self._size - position
+        os.ftruncate(self._fd, position)
+        self._size = position
+        self._dirty = True
+        self._restore_tail_state()
+        if position == 0:
+            self._rolling_timestamp = None
+        return dropped
+
+    def flush(self) -> None:
+        """fsync the .log and both index files."""
+        if self._dirty:
+            os.fdatasync(self._fd)
+            self._dirty = False
+        for index in (self.offset_index, self.time_index):
+            index.flush(fsync=True)
+            index.fsync()
+
+    def close(self) -> None:
+        """Trim the indexes and close the file (no fsync: flush first for durability)."""
+        if self.offset_index.mutable and self.time_index.mutable:
+            self._append_final_time_index_entry()
+            self.offset_index.trim()
+            self.time_index.trim()
+        self.offset_index.close()
+        self.time_index.close()
+        self._close_fd()
+
+    def close_handles(self) -> None:
+        """Release the descriptor and mmaps without writing anything."""
+        self.offset_index.close()
+        self.time_index.close()
+        self._close_fd()
+
+    def delete(self) -> None:
+        """Close, rename every file to .deleted, then remove them."""
+        self.close_handles()
+        paths = [self.log_path, self.offset_index.path, self.time_index.path]
+        for path in paths:
+            with contextlib.suppress(FileNotFoundError):
+                os.replace(path, str(path) + DELETED_SUFFIX)
+        for path in paths:
+            Path(str(path) + DELETED_SUFFIX).unlink(missing_ok=True)
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _close_fd(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def _append_final_time_index_entry(self) -> None:
+        ts = self._max_timestamp
+        index = self.time_index
+        if ts is not None and ts >= 0 and index.mutable and index.entries < index.max_entries:
+            index.maybe_append(ts, self._offset_of_max_timestamp, skip_full_check=True)
+
+    def _rolling_based_timestamp(self) -> int | None:
+        if self._rolling_timestamp is None and self._size >= BATCH_HEADER_SIZE:
+            head = os.pread(self._fd, BATCH_HEADER_SIZE, 0)
+            if len(head) == BATCH_HEADER_SIZE:
+                self._rolling_timestamp = read_batch_header(head).max_timestamp
+        return self._rolling_timestamp
+
+    def _load_indexes(self, *, mutable: bool) -> str | None:
+        for index in (self.offset_index, self.time_index):
+            problem = index.load(mutable=mutable, log_size=self._size, offset_limit=None)
+            if problem:
+                return f"{index.path} {problem}"
+        return None
+
+    def _ensure_indexes(self) -> None:
+        if self.offset_index.loaded and self.time_index.loaded:
+            return
+        problem = self._load_indexes(mutable=False)
+        if problem:
+            # Rebuilt from the .log, then written back so the next load finds them whole.
+            self.rebuild_indexes(problem)
+            self.seal()
+
+    def _restore_tail_state(self) -> bool:
+        """Recompute next offset, max timestamp and index spacing from the last index
+        entry onward; True if the file ends exactly on a batch boundary."""
+        index = self.offset_index
+        position = 0
+        if index.entries:
+            _, position = index.entry(index.entries - 1)
+        ts, offset = self.time_index.last_entry
+        max_ts, offset_of_max = (ts, offset) if ts >= 0 else (-1, -1)
+        next_offset = self.base_offset
+        end = position
+        for pos, h, _ in self._scan(position, self._size, _SCAN_CHUNK):
+            if h.max_timestamp > max_ts:
+                max_ts, offset_of_max = h.max_timestamp, h.base_offset + h.last_offset_delta
+            next_offset = h.base_offset + h.last_offset_delta + 1
+            end = pos + h.batch_length + LOG_OVERHEAD
+        if index.entries and next_offset == self.base_offset:
+            next_offset = index.last_offset + 1
+        self._next_offset = next_offset
+        self._max_timestamp, self._offset_of_max_timestamp = max_ts, offset_of_max
+        self._bytes_since_index_entry = end - position
+        return end == self._size
+
+    def _boundary_at_or_before(self, start: int, limit: int) -> int:
+        """The last batch boundary in [start, limit]; `start` must be one."""
+        _, position = self.offset_index.lookup_position(limit)
+        best = max(position, start)
+        for pos, h, _ in self._scan(best, self._size, _SCAN_CHUNK):
+            end = pos + h.batch_length + LOG_OVERHEAD
+            if end > limit:
+                break
+            best = end
+        return best
+
+    def _scan(
+        self, start: int, end: int, chunk: int, *, need_bytes: bool = False
+    ) -> Iterator[tuple[int, BatchHeader, memoryview | None]]:
+        """(position, header, bytes if asked) of each complete batch in [start, end),
+        read in chunks; stops at the first batch that is incomplete or malformed."""
+        fd = self._fd
+        pos = start
+        while end - pos >= BATCH_HEADER_SIZE:
+            data = os.pread(fd, min(chunk, end - pos), pos)
+            n = len(data)
+            mv = memoryview(data)
+            off = 0
+            while n - off >= BATCH_HEADER_SIZE:
+                h = read_batch_header(data, off)
+                if h.batch_length < MIN_BATCH_LENGTH:
+                    return
+                size = h.batch_length + LOG_OVERHEAD
+                if pos + off + size > end:
+                    return
+                if not need_bytes:
+                    yield pos + off, h, None
+                elif off + size <= n:
+                    yield pos + off, h, mv[off : off + size]
+                elif off == 0:
+                    whole = os.pread(fd, size, pos)
+                    if len(whole) < size:
+                        return
+                    yield pos, h, memoryview(whole)
+                else:
+                    break
+                off += size
+            if off == 0:
+                return
+            pos += off
+
+
+__all__ = [
+    "CLEANED_SUFFIX",
+    "DELETED_SUFFIX",
+    "INDEX_SUFFIX",
+    "LOG_SUFFIX",
+    "SWAP_SUFFIX",
+    "TIME_INDEX_SUFFIX",
+    "LogSegment",
+    "file_stem",
+]

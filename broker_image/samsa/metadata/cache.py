@@ -1,0 +1,68 @@
+"""MetadataCache: this broker's view of brokers, topics and partition leadership.
+
+Fed by the metadata store (standalone) or by the controller's updates (cluster); read by the
+handlers on every Metadata, Produce and Fetch request, so lookups are plain dict reads.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from samsa.metadata.model import BrokerInfo, PartitionState, TopicMetadata
+
+
+class MetadataCache:
+    def __init__(self, broker_id: int, cluster_id: str) -> None:
+        self.broker_id = broker_id
+        self.cluster_id = cluster_id
+        self.controller_id = -1
+        self._brokers: dict[int, BrokerInfo] = {}
+        self._topics: dict[str, TopicMetadata] = {}
+        self._ids: dict[uuid.UUID, str] = {}
+        self._states: dict[str, dict[int, PartitionState]] = {}
+
+    def update_brokers(self, brokers: list[BrokerInfo], controller_id: int) -> None:
+        self._brokers = {b.id: b for b in brokers}
+        self.controller_id = controller_id
+
+    def update_topic(self, topic: TopicMetadata, states: dict[int, PartitionState]) -> None:
+        old = self._topics.get(topic.name)
+        if old is not None and old.topic_id != topic.topic_id:
+            self._ids.pop(old.topic_id, None)
+        self._topics[topic.name] = topic
+        self._ids[topic.topic_id] = topic.name
+        self._states[topic.name] = states
+
+    def update_partition_state(self, state: PartitionState) -> None:
+        self._states.setdefault(state.topic, {})[state.partition] = state
+
+    def remove_topic(self, name: str) -> None:
+        topic = self._topics.pop(name, None)
+        if topic is not None:
+            self._ids.pop(topic.topic_id, None)
+        self._states.pop(name, None)
+
+    def brokers(self) -> list[BrokerInfo]:
+        return sorted(self._brokers.values(), key=lambda b: b.id)
+
+    def broker(self, broker_id: int) -> BrokerInfo | None:
+        return self._brokers.get(broker_id)
+
+    def topic(self, name: str) -> TopicMetadata | None:
+        return self._topics.get(name)
+
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        return self._ids.get(topic_id)
+
+    def topic_names(self) -> list[str]:
+        return sorted(self._topics)
+
+    def topics(self) -> list[TopicMetadata]:
+        return [self._topics[n] for n in sorted(self._topics)]
+
+    def partition_state(self, topic: str, partition: int) -> PartitionState | None:
+        states = self._states.get(topic)
+        return states.get(partition) if states else None
+
+    def partition_states(self, topic: str) -> dict[int, PartitionState]:
+        return self._states.get(topic, {})

@@ -1,0 +1,65 @@
+"""Plain values describing brokers, topics and partitions."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+
+class TopicPartition(NamedTuple):
+    topic: str
+    partition: int
+
+    def __str__(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+
+class MetadataError(Exception):
+    """A metadata change refused with a Kafka error code and a message for the client."""
+
+    def __init__(self, error_code: int, message: str) -> None:
+        super().__init__(message)
+        self.error_code = error_code
+        self.message = message
+
+
+@dataclass(frozen=True)
+class BrokerInfo:
+    id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+@dataclass(frozen=True)
+class TopicMetadata:
+    """A topic as the metadata store records it: id, replica assignment and config overrides."""
+
+    name: str
+    topic_id: uuid.UUID
+    assignment: dict[int, list[int]]  # partition -> replicas, preferred leader first
+    configs: dict[str, str] = field(default_factory=dict)
+    internal: bool = False
+
+    @property
+    def partition_count(self) -> int:
+        return len(self.assignment)
+
+    @property
+    def replication_factor(self) -> int:
+        return len(self.assignment[0]) if self.assignment else 0
+
+
+@dataclass(frozen=True)
+class PartitionState:
+    """Leadership of one partition (Kafka's LeaderAndIsr plus the replica list)."""
+
+    topic: str
+    partition: int
+    leader: int
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    offline_replicas: tuple[int, ...] = ()
+    partition_epoch: int = 0

@@ -1,0 +1,262 @@
+"""SocketServer: accepts Kafka connections and turns their bytes into size-delimited frames.
+
+Each connection handles one request at a time, in arrival order, like Kafka's muted channels:
+a request that completes synchronously (most of them) is answered at once, and the answers to a
+burst of pipelined requests leave in one transport write.  A request whose handler returns an
+awaitable (a long-polling fetch, acks=all) holds the requests behind it until it completes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+import struct
+from collections import deque
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Protocol, cast
+
+from samsa.protocol.errors import CloseConnection
+
+log = logging.getLogger(__name__)
+
+Chunks = Sequence[bytes | bytearray | memoryview]
+# A response is its frame as chunks (size prefix included), or None for "no response" (acks=0).
+Response = Chunks | None
+
+_SIZE = struct.Struct(">i")
+_INITIAL_BUFFER = 256 * 1024
+# Stop reading from a client that pipelines faster than we answer.
+_MAX_PENDING_FRAMES = 64
+
+
+class RequestHandler(Protocol):
+    def handle(self, frame: bytes, conn: Connection) -> Response | Awaitable[Response]: ...
+
+
+class Connection(asyncio.BufferedProtocol):
+    """One client connection: frame reassembly into a preallocated buffer, ordered dispatch."""
+
+    def __init__(self, server: SocketServer) -> None:
+        self.server = server
+        self.buf = bytearray(_INITIAL_BUFFER)
+        self.view = memoryview(self.buf)
+        self.start = 0
+        self.end = 0
+        self.pending: deque[bytes] = deque()
+        self.busy = False
+        self.inflight: asyncio.Future[Response] | None = None
+        self.closed = False
+        self.reading_paused = False
+        self.writing_paused = False
+        self.transport: asyncio.Transport | None = None
+        self.peer: str = "?"
+        self.listener: str = server.name
+        self.session: dict[str, object] = {}  # per-connection state handlers may keep
+
+    # asyncio callbacks
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        peer = transport.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.server.connections.add(self)
+        self.server.on_connection_change(+1)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self.pending.clear()
+        if self.inflight is not None:
+            self.inflight.cancel()
+        if self in self.server.connections:
+            self.server.connections.discard(self)
+            self.server.on_connection_change(-1)
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        if self.end >= len(self.buf):
+            self._make_room(max(len(self.buf) - (self.end - self.start), 4096))
+        return self.view[self.end :]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.end += nbytes
+        limit = self.server.max_request_size
+        buf = self.buf
+        while True:
+            avail = self.end - self.start
+            if avail < 4:
+                break
+            (size,) = _SIZE.unpack_from(buf, self.start)
+            if size <= 0 or size > limit:
+                log.warning(
+                    "closing connection from %s: request of %d bytes is outside 1..%d "
+                    "(socket.request.max.bytes)",
+                    self.peer,
+                    size,
+                    limit,
+                )
+                self.close()
+                return
+            if avail < 4 + size:
+                if self.start + 4 + size > len(buf):
+                    self._make_room(4 + size)
+                break
+            body_start = self.start + 4
+            self.pending.append(bytes(self.view[body_start : body_start + size]))
+            self.start = body_start + size
+        if self.start == self.end:
+            self.start = self.end = 0
+        if len(self.pending) >= _MAX_PENDING_FRAMES and not self.reading_paused:
+            self.reading_paused = True
+            assert self.transport is not None
+            self.transport.pause_reading()
+        self._process()
+
+    def eof_received(self) -> bool | None:
+        return None
+
+    def pause_writing(self) -> None:
+        self.writing_paused = True
+
+    def resume_writing(self) -> None:
+        self.writing_paused = False
+        self._process()
+
+    # internals
+
+    def _make_room(self, needed: int) -> None:
+        """Compact the unread bytes to the front, growing the buffer if a frame needs it."""
+        unread = self.end - self.start
+        size = len(self.buf)
+        while size < unread + needed:
+            size *= 2
+        if size != len(self.buf) or self.start > 0:
+            new = bytearray(size) if size != len(self.buf) else None
+            if new is None:
+                self.buf[0:unread] = self.view[self.start : self.end]
+            else:
+                new[0:unread] = self.view[self.start : self.end]
+                self.view.release()
+                self.buf = new
+                self.view = memoryview(new)
+            self.start = 0
+            self.end = unread
+
+    def _process(self) -> None:
+        out: list[bytes | bytearray | memoryview] = []
+        handler = self.server.handler
+        while self.pending and not self.busy and not self.closed and not self.writing_paused:
+            frame = self.pending.popleft()
+            try:
+                result = handler.handle(frame, self)
+            except CloseConnection:
+                self._flush(out)
+                self.close()
+                return
+            except Exception:
+                log.exception("request from %s failed; closing the connection", self.peer)
+                self._flush(out)
+                self.close()
+                return
+            if result is None:
+                continue
+            if isinstance(result, (list, tuple)):
+                out.extend(result)
+                continue
+            self.busy = True
+            self._flush(out)
+            out = []
+            task = asyncio.ensure_future(cast(Awaitable[Response], result))
+            self.inflight = task
+            task.add_done_callback(self._completed)
+        self._flush(out)
+        if self.reading_paused and len(self.pending) < _MAX_PENDING_FRAMES // 2 and not self.closed:
+            self.reading_paused = False
+            assert self.transport is not None
+            self.transport.resume_reading()
+
+    def _completed(self, task: asyncio.Future[Response]) -> None:
+        self.busy = False
+        self.inflight = None
+        if self.closed:
+            return
+        if task.cancelled():
+            self.close()
+            return
+        exc = task.exception()
+        if exc is not None:
+            if not isinstance(exc, CloseConnection):
+                log.error(
+                    "request from %s failed; closing the connection",
+                    self.peer,
+                    exc_info=exc,
+                )
+            self.close()
+            return
+        result = task.result()
+        if result:
+            self._flush(list(result))
+        self._process()
+
+    def _flush(self, chunks: list[bytes | bytearray | memoryview]) -> None:
+        if chunks and self.transport is not None and not self.closed:
+            self.transport.writelines(chunks)
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self.pending.clear()
+            if self.inflight is not None:
+                self.inflight.cancel()
+            if self.transport is not None:
+                self.transport.close()
+
+
+class SocketServer:
+    """Listens on host:port and serves each connection with the injected request handler."""
+
+    def __init__(
+        self,
+        handler: RequestHandler,
+        host: str,
+        port: int,
+        *,
+        max_request_size: int = 104_857_600,
+        name: str = "PLAINTEXT",
+        on_connection_change: Callable[[int], None] | None = None,
+    ) -> None:
+        self.handler = handler
+        self.host = host
+        self.port = port
+        self.name = name
+        self.max_request_size = max_request_size
+        self.connections: set[Connection] = set()
+        self.on_connection_change: Callable[[int], None] = on_connection_change or (
+            lambda _delta: None
+        )
+        self._server: asyncio.Server | None = None
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            lambda: Connection(self), self.host, self.port, reuse_address=True, backlog=1024
+        )
+        sock = self._server.sockets[0]
+        self.port = sock.getsockname()[1]
+
+    @property
+    def bound_port(self) -> int:
+        return self.port
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            for conn in list(self.connections):
+                conn.close()
+            await self._server.wait_closed()
+            self._server = None

@@ -1,0 +1,1 @@
+"""Bytes to values and back, no I/O."""

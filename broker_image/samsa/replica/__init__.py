@@ -1,0 +1,14 @@
+"""Partition leadership, the produce and fetch paths, and delayed operations."""
+
+from samsa.replica.delayed import DataWaiters
+from samsa.replica.manager import FetchPartitionRequest, FetchPartitionResponse, ReplicaManager
+from samsa.replica.partition import Partition, ProducePartitionResponse
+
+__all__ = [
+    "DataWaiters",
+    "FetchPartitionRequest",
+    "FetchPartitionResponse",
+    "Partition",
+    "ProducePartitionResponse",
+    "ReplicaManager",
+]

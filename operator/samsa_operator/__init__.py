@@ -1,0 +1,1 @@
+"""Kubernetes operator for Samsa: reconciles KafkaCluster and Topic resources."""
