@@ -29,9 +29,11 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
-def wait_port(port: int, timeout: float = 30.0) -> None:
+def wait_port(port: int, timeout: float = 30.0, proc: subprocess.Popen | None = None) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"the process exited with {proc.returncode} before listening")
         with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.5):
             return
         time.sleep(0.05)
@@ -49,7 +51,7 @@ def samsa_broker(overrides: dict[str, str] | None = None) -> Iterator[tuple[str,
         cmd += ["--override", f"{key}={value}"]
     proc = subprocess.Popen(cmd)
     try:
-        wait_port(port)
+        wait_port(port, proc=proc)
         yield f"127.0.0.1:{port}", proc.pid
     finally:
         proc.send_signal(signal.SIGTERM)

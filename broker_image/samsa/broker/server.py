@@ -33,7 +33,7 @@ class _LateHandler:
     def __init__(self) -> None:
         self.target: KafkaApis | None = None
 
-    def handle(self, frame: bytes, conn: Connection) -> Any:
+    def handle(self, frame: bytes | memoryview, conn: Connection) -> Any:
         assert self.target is not None
         return self.target.handle(frame, conn)
 

@@ -16,6 +16,11 @@ app = typer.Typer(
 app.command("broker")(broker)
 
 
+@app.callback()
+def _root() -> None:
+    """Samsa: a Kafka-compatible commit log."""
+
+
 def _register_tools() -> None:
     """Tools for people live in their own modules; each adds itself to the app."""
     import importlib

@@ -54,7 +54,9 @@ class KafkaApis:
         self.table: dict[int, Api] = {api.key: api for api in apis}
         services.extras["api_table"] = self.table
 
-    def handle(self, frame: bytes, conn: ClientConnection) -> Chunks | Awaitable[Any] | None:
+    def handle(
+        self, frame: bytes | memoryview, conn: ClientConnection
+    ) -> Chunks | Awaitable[Any] | None:
         started = time.perf_counter()
         try:
             key, version, correlation_id = peek_api(frame)

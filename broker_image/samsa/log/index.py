@@ -39,6 +39,7 @@ class _SparseIndex:
         self.path = path
         self.base_offset = base_offset
         self.max_index_size = max(max_index_size - max_index_size % self.entry_size, 0)
+        self._max_entries = self.max_index_size // self.entry_size
         self._buf: bytearray | mmap.mmap | bytes = bytearray()
         self._entries = 0
         self._mutable = True
@@ -57,11 +58,11 @@ class _SparseIndex:
 
     @property
     def max_entries(self) -> int:
-        return self.max_index_size // self.entry_size
+        return self._max_entries
 
     @property
     def is_full(self) -> bool:
-        return self._entries >= self.max_entries
+        return self._entries >= self._max_entries
 
     @property
     def loaded(self) -> bool:
@@ -135,8 +136,8 @@ class _SparseIndex:
                 last = f.read(self.entry_size)
         except FileNotFoundError:
             return None
-        if last == bytes(self.entry_size):
-            return None
+        if size == self.max_index_size and last == bytes(self.entry_size):
+            return None  # preallocated and never trimmed: the slot is unused
         return self._entry.unpack(last)
 
     def load(
@@ -161,8 +162,9 @@ class _SparseIndex:
             else:
                 buf = b""
         entries = len(buf) // self.entry_size
-        if entries and buf[-self.entry_size :] == bytes(self.entry_size):
-            # A preallocated file that was never trimmed (unclean shutdown): drop zero slots.
+        if size == self.max_index_size and buf[-self.entry_size :] == bytes(self.entry_size):
+            # Preallocated and never trimmed (an unclean shutdown): drop the unused slots.
+            # (A zero entry is legitimate in a trimmed file: timestamp 0 at the base offset.)
             used = len(bytes(buf).rstrip(b"\x00"))
             entries = -(-used // self.entry_size)
             if not mutable:
@@ -254,11 +256,6 @@ class _SparseIndex:
         self._release()
         self._buf = b""
         self._loaded = False
-
-    def rename(self, path: Path) -> None:
-        if self.path.exists():
-            os.replace(self.path, path)
-        self.path = path
 
     def delete(self) -> None:
         self.close()
@@ -439,7 +436,7 @@ class TimeIndex(_SparseIndex):
     @property
     def is_full(self) -> bool:
         # One slot stays free for the entry written when the segment is rolled.
-        return self._entries >= self.max_entries - 1
+        return self._entries >= self._max_entries - 1
 
     @property
     def last_entry(self) -> tuple[int, int]:

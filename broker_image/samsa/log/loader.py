@@ -26,7 +26,12 @@ from samsa.log.segment import (
     LogSegment,
     file_stem,
 )
-from samsa.protocol.records import BatchHeader, scan_batches
+from samsa.protocol.records import (
+    BATCH_HEADER_SIZE,
+    MIN_BATCH_LENGTH,
+    BatchHeader,
+    read_batch_header,
+)
 
 log = logging.getLogger(__name__)
 
@@ -60,22 +65,36 @@ def _remove_leftovers(dir: Path) -> None:
         os.replace(swap, final)
 
 
-def _replace_covered_segments(dir: Path, swap: Path) -> None:
-    data = swap.read_bytes()
+def _offset_range(path: Path) -> tuple[int, int] | None:
+    """First and last offset of the complete batches in a segment file (headers only)."""
     first = last = None
-    for _, h in scan_batches(data):
-        first = h.base_offset if first is None else first
-        last = h.base_offset + h.last_offset_delta
-    if first is None or last is None:
+    with open(path, "rb") as f:
+        pos = 0
+        while True:
+            head = os.pread(f.fileno(), BATCH_HEADER_SIZE, pos)
+            if len(head) < BATCH_HEADER_SIZE:
+                break
+            h = read_batch_header(head)
+            if h.batch_length < MIN_BATCH_LENGTH:
+                break
+            first = h.base_offset if first is None else first
+            last = h.base_offset + h.last_offset_delta
+            pos += h.size
+    return None if first is None or last is None else (first, last)
+
+
+def _replace_covered_segments(dir: Path, swap: Path) -> None:
+    covered = _offset_range(swap)
+    if covered is None:
         return
+    final = swap.with_name(swap.name[: -len(SWAP_SUFFIX)])
     for path in dir.glob("*" + LOG_SUFFIX):
         match = _SEGMENT_FILE.match(path.name)
-        if match and path != swap.with_name(swap.name[: -len(SWAP_SUFFIX)]):
+        if match and path != final and covered[0] <= int(match.group(1)) <= covered[1]:
             base = int(match.group(1))
-            if first <= base <= last:
-                log.warning("removing %s, replaced by %s", path, swap)
-                for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
-                    (dir / (file_stem(base) + suffix)).unlink(missing_ok=True)
+            log.warning("removing %s, replaced by %s", path, swap)
+            for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                (dir / (file_stem(base) + suffix)).unlink(missing_ok=True)
 
 
 def _segment_bases(dir: Path) -> list[int]:

@@ -20,6 +20,7 @@ from samsa.config.topic import LogConfig
 from samsa.log.checkpoint import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
     TMP_SUFFIX,
     CorruptCheckpointError,
     OffsetCheckpointFile,
@@ -52,6 +53,7 @@ class LogManager:
         self._topic_configs: dict[str, LogConfig] = {}
         self._recovery_points = OffsetCheckpointFile(log_dir / RECOVERY_POINT_CHECKPOINT)
         self._log_starts = OffsetCheckpointFile(log_dir / LOG_START_OFFSET_CHECKPOINT)
+        self._high_watermarks = OffsetCheckpointFile(log_dir / REPLICATION_OFFSET_CHECKPOINT)
         log_dir.mkdir(parents=True, exist_ok=True)
 
     @property
@@ -192,6 +194,18 @@ class LogManager:
 
     def checkpoint_log_start_offsets(self) -> None:
         self._log_starts.write({k: v.log_start_offset for k, v in self._logs.items()})
+
+    def write_high_watermarks(self, offsets: Mapping[TopicPartitionKey, int]) -> None:
+        """Checkpoint the replica layer's high watermarks (`replication-offset-checkpoint`)."""
+        self._high_watermarks.write(offsets)
+
+    def read_high_watermarks(self) -> dict[TopicPartitionKey, int]:
+        """The checkpointed high watermarks; empty (with a warning) if unreadable."""
+        try:
+            return self._high_watermarks.read() or {}
+        except CorruptCheckpointError as exc:
+            log.warning("ignoring %s", exc)
+            return {}
 
     def shutdown(self) -> None:
         """Flush and close every log, write the checkpoints and the clean-shutdown marker."""

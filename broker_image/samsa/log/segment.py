@@ -390,8 +390,10 @@ class LogSegment:
             problem = self._load_indexes(mutable=True)
             if problem:
                 self.rebuild_indexes(problem)
-        self.offset_index.make_mutable()
-        self.time_index.make_mutable()
+        for index in (self.offset_index, self.time_index):
+            index.make_mutable()
+            # Recovery rebuilt it in memory: put the preallocated file back in step.
+            index.flush(fsync=False)
         return self._restore_tail_state()
 
     def seal(self) -> None:

@@ -29,10 +29,13 @@ _SIZE = struct.Struct(">i")
 _INITIAL_BUFFER = 256 * 1024
 # Stop reading from a client that pipelines faster than we answer.
 _MAX_PENDING_FRAMES = 64
+_LARGE_CHUNK = 64 * 1024
 
 
 class RequestHandler(Protocol):
-    def handle(self, frame: bytes, conn: Connection) -> Response | Awaitable[Response]: ...
+    def handle(
+        self, frame: bytes | memoryview, conn: Connection
+    ) -> Response | Awaitable[Response]: ...
 
 
 class Connection(asyncio.BufferedProtocol):
@@ -86,12 +89,12 @@ class Connection(asyncio.BufferedProtocol):
     def buffer_updated(self, nbytes: int) -> None:
         self.end += nbytes
         limit = self.server.max_request_size
-        buf = self.buf
-        while True:
+        out: list[bytes | bytearray | memoryview] = []
+        while not self.closed:
             avail = self.end - self.start
             if avail < 4:
                 break
-            (size,) = _SIZE.unpack_from(buf, self.start)
+            (size,) = _SIZE.unpack_from(self.buf, self.start)
             if size <= 0 or size > limit:
                 log.warning(
                     "closing connection from %s: request of %d bytes is outside 1..%d "
@@ -100,17 +103,24 @@ class Connection(asyncio.BufferedProtocol):
                     size,
                     limit,
                 )
+                self._flush(out)
                 self.close()
                 return
             if avail < 4 + size:
-                if self.start + 4 + size > len(buf):
+                if self.start + 4 + size > len(self.buf):
                     self._make_room(4 + size)
                 break
             body_start = self.start + 4
-            self.pending.append(bytes(self.view[body_start : body_start + size]))
             self.start = body_start + size
+            body = self.view[body_start : self.start]
+            if self.busy or self.pending or self.writing_paused:
+                self.pending.append(bytes(body))
+            else:
+                # Decoded in place: handlers copy what they keep, so the buffer can be reused.
+                self._handle(body.toreadonly(), out)
         if self.start == self.end:
             self.start = self.end = 0
+        self._flush(out)
         if len(self.pending) >= _MAX_PENDING_FRAMES and not self.reading_paused:
             self.reading_paused = True
             assert self.transport is not None
@@ -147,33 +157,37 @@ class Connection(asyncio.BufferedProtocol):
             self.start = 0
             self.end = unread
 
+    def _handle(self, frame: bytes | memoryview, out: list[bytes | bytearray | memoryview]) -> None:
+        """Run one request; its answer joins `out`, or it becomes the in-flight request."""
+        try:
+            result = self.server.handler.handle(frame, self)
+        except CloseConnection:
+            self._flush(out)
+            out.clear()
+            self.close()
+            return
+        except Exception:
+            log.exception("request from %s failed; closing the connection", self.peer)
+            self._flush(out)
+            out.clear()
+            self.close()
+            return
+        if result is None:
+            return
+        if isinstance(result, (list, tuple)):
+            out.extend(result)
+            return
+        self.busy = True
+        self._flush(out)
+        out.clear()
+        task = asyncio.ensure_future(cast(Awaitable[Response], result))
+        self.inflight = task
+        task.add_done_callback(self._completed)
+
     def _process(self) -> None:
         out: list[bytes | bytearray | memoryview] = []
-        handler = self.server.handler
         while self.pending and not self.busy and not self.closed and not self.writing_paused:
-            frame = self.pending.popleft()
-            try:
-                result = handler.handle(frame, self)
-            except CloseConnection:
-                self._flush(out)
-                self.close()
-                return
-            except Exception:
-                log.exception("request from %s failed; closing the connection", self.peer)
-                self._flush(out)
-                self.close()
-                return
-            if result is None:
-                continue
-            if isinstance(result, (list, tuple)):
-                out.extend(result)
-                continue
-            self.busy = True
-            self._flush(out)
-            out = []
-            task = asyncio.ensure_future(cast(Awaitable[Response], result))
-            self.inflight = task
-            task.add_done_callback(self._completed)
+            self._handle(self.pending.popleft(), out)
         self._flush(out)
         if self.reading_paused and len(self.pending) < _MAX_PENDING_FRAMES // 2 and not self.closed:
             self.reading_paused = False
@@ -204,8 +218,24 @@ class Connection(asyncio.BufferedProtocol):
         self._process()
 
     def _flush(self, chunks: list[bytes | bytearray | memoryview]) -> None:
-        if chunks and self.transport is not None and not self.closed:
-            self.transport.writelines(chunks)
+        """Small chunks leave in one write; large ones are written as they are, uncopied.
+
+        (Python 3.11's writelines joins its arguments, a copy of every fetched byte.)
+        """
+        if not chunks or self.transport is None or self.closed:
+            return
+        transport = self.transport
+        small: list[bytes | bytearray | memoryview] = []
+        for chunk in chunks:
+            if len(chunk) >= _LARGE_CHUNK:
+                if small:
+                    transport.write(b"".join(small))
+                    small = []
+                transport.write(chunk)
+            else:
+                small.append(chunk)
+        if small:
+            transport.write(small[0] if len(small) == 1 else b"".join(small))
 
     def close(self) -> None:
         if not self.closed:

@@ -198,3 +198,13 @@ def test_corrupt_time_index_detected(tmp_path: Path) -> None:
     path.write_bytes(struct.pack(">qiqi", 2000, 1, 1000, 2))
     index = TimeIndex(path, 0, 60)
     assert "timestamps" in (index.load(mutable=False, log_size=0, offset_limit=None) or "")
+
+
+def test_zero_entry_survives_trim(tmp_path: Path) -> None:
+    index = time_index(tmp_path)
+    index.maybe_append(0, 100)  # timestamp 0 at the base offset: all-zero bytes
+    index.trim()
+    reloaded = TimeIndex(index.path, 100, 60)
+    assert reloaded.read_last_entry() == (0, 0)
+    assert reloaded.load(mutable=False, log_size=0, offset_limit=None) is None
+    assert reloaded.last_entry == (0, 100)

@@ -37,7 +37,7 @@ CODECS = [COMPRESSION_NONE, COMPRESSION_GZIP, COMPRESSION_SNAPPY, COMPRESSION_LZ
 
 def batch(n: int = 3, **kwargs: object) -> bytes:
     records = [(f"k{i}".encode(), f"value-{i}".encode() * 5, [("h", b"v")]) for i in range(n)]
-    return build_batch(records, **kwargs)  # type: ignore[arg-type]
+    return build_batch(records, **kwargs)
 
 
 def legacy_message(magic: int) -> bytes:

@@ -1,0 +1,100 @@
+"""Broker and topic configuration: Kafka's names and defaults, one-line errors naming the key."""
+
+import pytest
+
+from samsa.broker.properties import parse_listener, parse_overrides, parse_properties
+from samsa.config import ConfigError, KafkaConfig, LogConfig
+
+
+def test_defaults_are_kafkas() -> None:
+    config = KafkaConfig()
+    assert config["num.partitions"] == 1
+    assert config["message.max.bytes"] == 1_048_588
+    assert config["socket.request.max.bytes"] == 104_857_600
+    assert config["auto.create.topics.enable"] is True
+    assert config.log_retention_ms == 168 * 3_600_000
+    assert config.log_roll_ms == 168 * 3_600_000
+    log = config.log_config()
+    assert log.segment_bytes == 1_073_741_824
+    assert log.retention_bytes == -1
+    assert log.cleanup_policy == ("delete",)
+
+
+def test_retention_precedence_ms_over_minutes_over_hours() -> None:
+    assert KafkaConfig({"log.retention.hours": "1"}).log_retention_ms == 3_600_000
+    assert KafkaConfig({"log.retention.minutes": "2", "log.retention.hours": "1"}) \
+        .log_retention_ms == 120_000
+    assert KafkaConfig({"log.retention.ms": "5", "log.retention.minutes": "2"}) \
+        .log_retention_ms == 5
+
+
+def test_broker_values_become_topic_defaults() -> None:
+    config = KafkaConfig({"log.segment.bytes": "2048", "log.retention.bytes": "10000",
+                          "log.message.timestamp.type": "LogAppendTime"})
+    log = config.log_config({"retention.ms": "60000"})
+    assert log.segment_bytes == 2048
+    assert log.retention_bytes == 10000
+    assert log.message_timestamp_type == "LogAppendTime"
+    assert log.retention_ms == 60000
+    assert log.overrides == {"retention.ms": 60000}
+
+
+@pytest.mark.parametrize(
+    ("props", "key"),
+    [
+        ({"no.such.key": "1"}, "no.such.key"),
+        ({"num.partitions": "many"}, "num.partitions"),
+        ({"num.partitions": "0"}, "num.partitions"),
+        ({"auto.create.topics.enable": "yes"}, "auto.create.topics.enable"),
+        ({"log.message.timestamp.type": "WallClock"}, "log.message.timestamp.type"),
+        ({"log.cleanup.policy": "delete,archive"}, "log.cleanup.policy"),
+        ({"message.max.bytes": "200000000"}, "message.max.bytes"),
+    ],
+)
+def test_invalid_broker_settings_name_the_key(props: dict[str, str], key: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        KafkaConfig(props)
+    assert err.value.key == key
+    assert str(err.value).startswith(key)
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("props", "key"),
+    [
+        ({"retention.ms": "abc"}, "retention.ms"),
+        ({"segment.bytes": "1"}, "segment.bytes"),
+        ({"cleanup.policy": "forever"}, "cleanup.policy"),
+        ({"compression.type": "gzip"}, "compression.type"),
+        ({"nosuch.key": "1"}, "nosuch.key"),
+    ],
+)
+def test_invalid_topic_settings_name_the_key(props: dict[str, str], key: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        LogConfig.from_props(props)
+    assert err.value.key == key
+
+
+def test_properties_file_syntax() -> None:
+    text = "# comment\n! also\nbroker.id=3\nlisteners = PLAINTEXT://h:1\nlog.dirs: /x\n" \
+           "long.value=a,\\\n  b\n"
+    assert parse_properties(text) == {
+        "broker.id": "3",
+        "listeners": "PLAINTEXT://h:1",
+        "log.dirs": "/x",
+        "long.value": "a,b",
+    }
+    with pytest.raises(ConfigError):
+        parse_properties("just words\n")
+
+
+def test_overrides_and_listeners() -> None:
+    assert parse_overrides(["a=1", "b = two=2"]) == {"a": "1", "b": "two=2"}
+    with pytest.raises(ConfigError):
+        parse_overrides(["novalue"])
+    assert parse_listener("PLAINTEXT://127.0.0.1:9092") == ("PLAINTEXT", "127.0.0.1", 9092)
+    assert parse_listener("0.0.0.0:1") == ("PLAINTEXT", "0.0.0.0", 1)
+    assert parse_listener("[::1]:7") == ("PLAINTEXT", "::1", 7)
+    for bad in ("nohost", "h:notaport", "h:70000"):
+        with pytest.raises(ValueError):
+            parse_listener(bad)
