@@ -1,1 +1,1 @@
-"""Samsa's benchmarks: `make bench` (full) and `make bench-quick`; figures printed, never asserted."""
+"""Samsa's benchmarks: `make bench` (full) and `make bench-quick`; printed, never asserted."""

@@ -21,8 +21,11 @@ PARTITIONS = 6
 
 def _client(*args: str) -> dict:
     out = subprocess.run(
-        [sys.executable, "-m", "bench.clients", *args], check=True, capture_output=True,
-        text=True, timeout=900,
+        [sys.executable, "-m", "bench.clients", *args],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -36,38 +39,76 @@ def _create_topic(bootstrap: str, topic: str) -> None:
 def run(quick: bool = False) -> list[Row]:
     rows = [
         Row("ceiling", "loopback TCP", mb_per_s=loopback_tcp_mb_s(0.5 if quick else 2.0)),
-        Row("ceiling", "page-cache write", mb_per_s=page_cache_write_mb_s(
-            (128 if quick else 1024) << 20)),
+        Row(
+            "ceiling",
+            "page-cache write",
+            mb_per_s=page_cache_write_mb_s((128 if quick else 1024) << 20),
+        ),
     ]
     for size in (100, 1024):
-        count = (200_000 if quick else 3_000_000) if size == 100 else (
-            50_000 if quick else 1_000_000)
+        count = (
+            (200_000 if quick else 3_000_000) if size == 100 else (50_000 if quick else 1_000_000)
+        )
         with samsa_broker({"log.segment.bytes": str(256 << 20)}) as (bootstrap, pid):
             topic = f"bench-{size}"
             _create_topic(bootstrap, topic)
             cpu0 = cpu_seconds(pid)
-            res = _client("produce", "--bootstrap", bootstrap, "--topic", topic, "--count",
-                          str(count), "--size", str(size), "--acks", "1", "--partitions",
-                          str(PARTITIONS))
+            res = _client(
+                "produce",
+                "--bootstrap",
+                bootstrap,
+                "--topic",
+                topic,
+                "--count",
+                str(count),
+                "--size",
+                str(size),
+                "--acks",
+                "1",
+                "--partitions",
+                str(PARTITIONS),
+            )
             cpu1 = cpu_seconds(pid)
             mb = count * size / 1e6
             lat = res["latencies"]
-            rows.append(Row(
-                "produce acks=1", "samsa", size, count / res["seconds"], mb / res["seconds"],
-                _ms(percentile(lat, 0.5)), _ms(percentile(lat, 0.99)),
-                _ms(percentile(lat, 0.999)), (cpu1 - cpu0) * 1000 / mb,
-                note=f"{res['errors']} errors" if res["errors"] else "",
-            ))
+            rows.append(
+                Row(
+                    "produce acks=1",
+                    "samsa",
+                    size,
+                    count / res["seconds"],
+                    mb / res["seconds"],
+                    _ms(percentile(lat, 0.5)),
+                    _ms(percentile(lat, 0.99)),
+                    _ms(percentile(lat, 0.999)),
+                    (cpu1 - cpu0) * 1000 / mb,
+                    note=f"{res['errors']} errors" if res["errors"] else "",
+                )
+            )
             cpu0 = cpu_seconds(pid)
-            res = _client("consume", "--bootstrap", bootstrap, "--topic", topic, "--count",
-                          str(count), "--partitions", str(PARTITIONS))
+            res = _client(
+                "consume",
+                "--bootstrap",
+                bootstrap,
+                "--topic",
+                topic,
+                "--count",
+                str(count),
+                "--partitions",
+                str(PARTITIONS),
+            )
             cpu1 = cpu_seconds(pid)
-            rows.append(Row(
-                "consume backlog", "samsa", size, res["count"] / res["seconds"],
-                res["count"] * size / 1e6 / res["seconds"],
-                cpu_ms_per_mb=(cpu1 - cpu0) * 1000 / mb,
-                note=f"{res['errors']} missing" if res["errors"] else "",
-            ))
+            rows.append(
+                Row(
+                    "consume backlog",
+                    "samsa",
+                    size,
+                    res["count"] / res["seconds"],
+                    res["count"] * size / 1e6 / res["seconds"],
+                    cpu_ms_per_mb=(cpu1 - cpu0) * 1000 / mb,
+                    note=f"{res['errors']} missing" if res["errors"] else "",
+                )
+            )
     return rows
 
 

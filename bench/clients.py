@@ -90,8 +90,12 @@ def consume(bootstrap: str, topic: str, count: int, partitions: int) -> dict:
         got += len(consumer.consume(100_000, 1.0))
     elapsed = time.perf_counter() - start
     consumer.close()
-    return {"count": got, "seconds": elapsed, "errors": 0 if got >= count else count - got,
-            "latencies": []}
+    return {
+        "count": got,
+        "seconds": elapsed,
+        "errors": 0 if got >= count else count - got,
+        "latencies": [],
+    }
 
 
 def main() -> None:
@@ -105,8 +109,9 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=1)
     args = parser.parse_args()
     if args.mode == "produce":
-        result = produce(args.bootstrap, args.topic, args.count, args.size, args.acks,
-                         args.partitions)
+        result = produce(
+            args.bootstrap, args.topic, args.count, args.size, args.acks, args.partitions
+        )
     else:
         result = consume(args.bootstrap, args.topic, args.count, args.partitions)
     print(json.dumps(result))

@@ -45,8 +45,18 @@ def samsa_broker(overrides: dict[str, str] | None = None) -> Iterator[tuple[str,
     """A standalone broker process on a free port; yields (bootstrap, pid)."""
     data = Path(tempfile.mkdtemp(prefix="samsa-bench-"))
     port = free_port()
-    cmd = [sys.executable, "-m", "samsa.cli", "broker", "--data-dir", str(data),
-           "--listen", f"127.0.0.1:{port}", "--log-level", "WARNING"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "samsa.cli",
+        "broker",
+        "--data-dir",
+        str(data),
+        "--listen",
+        f"127.0.0.1:{port}",
+        "--log-level",
+        "WARNING",
+    ]
     for key, value in (overrides or {}).items():
         cmd += ["--override", f"{key}={value}"]
     proc = subprocess.Popen(cmd)

@@ -41,14 +41,32 @@ def _fmt(value: float | None, digits: int = 1, scale: float = 1.0) -> str:
 
 def print_table(title: str, rows: list[Row]) -> None:
     table = Table(title=title)
-    for name in ("workload", "system", "size B", "msg/s", "MB/s", "p50 ms", "p99 ms",
-                 "p99.9 ms", "broker CPU ms/MB", "note"):
-        table.add_column(name, justify="left" if name in ("workload", "system", "note")
-                         else "right")
+    for name in (
+        "workload",
+        "system",
+        "size B",
+        "msg/s",
+        "MB/s",
+        "p50 ms",
+        "p99 ms",
+        "p99.9 ms",
+        "broker CPU ms/MB",
+        "note",
+    ):
+        table.add_column(
+            name, justify="left" if name in ("workload", "system", "note") else "right"
+        )
     for r in rows:
         table.add_row(
-            r.workload, r.system, str(r.size) if r.size else "-", _fmt(r.msgs_per_s, 0),
-            _fmt(r.mb_per_s), _fmt(r.p50_ms, 2), _fmt(r.p99_ms, 2), _fmt(r.p999_ms, 2),
-            _fmt(r.cpu_ms_per_mb, 3), r.note,
+            r.workload,
+            r.system,
+            str(r.size) if r.size else "-",
+            _fmt(r.msgs_per_s, 0),
+            _fmt(r.mb_per_s),
+            _fmt(r.p50_ms, 2),
+            _fmt(r.p99_ms, 2),
+            _fmt(r.p999_ms, 2),
+            _fmt(r.cpu_ms_per_mb, 3),
+            r.note,
         )
     Console(width=160).print(table)

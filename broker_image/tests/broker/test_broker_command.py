@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import wait_until
 
 from samsa.testing import free_port
-from conftest import wait_until
 
 SAMSA = [sys.executable, "-m", "samsa.cli"]
 
@@ -64,9 +64,11 @@ def test_config_file_and_sigterm(tmp_path: Path) -> None:
     props.write_text(f"listeners=PLAINTEXT://127.0.0.1:{port}\nnum.partitions=4\n")
     proc = subprocess.Popen(
         [*SAMSA, "broker", "--data-dir", str(tmp_path / "data"), "--config", str(props)],
-        stderr=subprocess.PIPE, text=True,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
+
         def listening() -> bool:
             try:
                 socket.create_connection(("127.0.0.1", port), 0.2).close()

@@ -22,15 +22,23 @@ def test_defaults_are_kafkas() -> None:
 
 def test_retention_precedence_ms_over_minutes_over_hours() -> None:
     assert KafkaConfig({"log.retention.hours": "1"}).log_retention_ms == 3_600_000
-    assert KafkaConfig({"log.retention.minutes": "2", "log.retention.hours": "1"}) \
-        .log_retention_ms == 120_000
-    assert KafkaConfig({"log.retention.ms": "5", "log.retention.minutes": "2"}) \
-        .log_retention_ms == 5
+    assert (
+        KafkaConfig({"log.retention.minutes": "2", "log.retention.hours": "1"}).log_retention_ms
+        == 120_000
+    )
+    assert (
+        KafkaConfig({"log.retention.ms": "5", "log.retention.minutes": "2"}).log_retention_ms == 5
+    )
 
 
 def test_broker_values_become_topic_defaults() -> None:
-    config = KafkaConfig({"log.segment.bytes": "2048", "log.retention.bytes": "10000",
-                          "log.message.timestamp.type": "LogAppendTime"})
+    config = KafkaConfig(
+        {
+            "log.segment.bytes": "2048",
+            "log.retention.bytes": "10000",
+            "log.message.timestamp.type": "LogAppendTime",
+        }
+    )
     log = config.log_config({"retention.ms": "60000"})
     assert log.segment_bytes == 2048
     assert log.retention_bytes == 10000
@@ -76,8 +84,10 @@ def test_invalid_topic_settings_name_the_key(props: dict[str, str], key: str) ->
 
 
 def test_properties_file_syntax() -> None:
-    text = "# comment\n! also\nbroker.id=3\nlisteners = PLAINTEXT://h:1\nlog.dirs: /x\n" \
-           "long.value=a,\\\n  b\n"
+    text = (
+        "# comment\n! also\nbroker.id=3\nlisteners = PLAINTEXT://h:1\nlog.dirs: /x\n"
+        "long.value=a,\\\n  b\n"
+    )
     assert parse_properties(text) == {
         "broker.id": "3",
         "listeners": "PLAINTEXT://h:1",

@@ -18,6 +18,7 @@ from kio.schema.errors import ErrorCode
 from kio.serial import entity_writer
 from kio.serial import writers as kio_writers
 from kio.static.primitive import Records, i32, i32Timedelta, i64
+
 from samsa.protocol import wire
 from samsa.protocol.fast import (
     FETCH_VERSIONS,

@@ -6,6 +6,7 @@ import struct
 from pathlib import Path
 
 import pytest
+
 from samsa.log import InvalidOffsetError, OffsetIndex, TimeIndex
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from samsa.config.topic import LogConfig
 from samsa.log import Log, OffsetOutOfRangeError, UnexpectedAppendOffsetError
 from samsa.protocol.records import (

@@ -6,6 +6,7 @@ import logging
 from pathlib import Path
 
 import pytest
+
 from samsa.config.topic import LogConfig
 from samsa.log import CLEAN_SHUTDOWN_FILE, Log, LogManager
 from samsa.protocol.records import build_batch

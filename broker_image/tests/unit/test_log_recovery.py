@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+
 from samsa.config.topic import LogConfig
 from samsa.log import Log
 from samsa.protocol.records import build_batch, decode_records, scan_batches

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
+
 from samsa.protocol.records import (
     BATCH_HEADER_SIZE,
     COMPRESSION_GZIP,
