@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from samsa.protocol.fileregion import FileRegion
+
 
 @dataclass(slots=True)
 class LogAppendInfo:
@@ -33,7 +35,7 @@ class FetchDataInfo:
     """
 
     fetch_offset: int
-    records: bytes
+    records: bytes | FileRegion  # a FileRegion only when the caller asked for zero copy
     first_batch_offset: int = -1
     segment_base_offset: int = -1
     position: int = -1

@@ -335,6 +335,7 @@ class Log:
         max_bytes: int,
         max_offset: int | None = None,
         min_one_message: bool = True,
+        zero_copy: bool = False,
     ) -> FetchDataInfo:
         """Stored bytes of whole batches from the one holding `fetch_offset`.
 
@@ -357,7 +358,7 @@ class Log:
             if bases[i] >= end:
                 break
             bound = max_offset if max_offset is not None and max_offset < upper else None
-            info = segments[i].read(fetch_offset, max_bytes, bound, min_one_message)
+            info = segments[i].read(fetch_offset, max_bytes, bound, min_one_message, zero_copy)
             if info is not None:
                 return info
             i += 1

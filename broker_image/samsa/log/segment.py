@@ -20,6 +20,7 @@ import crc32c
 from samsa.config.topic import LogConfig
 from samsa.log.index import OffsetIndex, TimeIndex
 from samsa.log.info import FetchDataInfo
+from samsa.protocol.fileregion import FileRegion
 from samsa.protocol.records import (
     ATTRIBUTES_OFFSET,
     BATCH_HEADER_SIZE,
@@ -30,6 +31,9 @@ from samsa.protocol.records import (
     decode_records,
     read_batch_header,
 )
+
+# Below this a copy through Python is cheaper than setting up a sendfile.
+ZERO_COPY_MIN_BYTES = 32 * 1024
 
 log = logging.getLogger(__name__)
 
@@ -238,6 +242,7 @@ class LogSegment:
         max_bytes: int,
         max_offset: int | None = None,
         min_one_message: bool = True,
+        zero_copy: bool = False,
     ) -> FetchDataInfo | None:
         """Whole batches from the one holding fetch_offset; None if this segment has none.
 
@@ -260,7 +265,11 @@ class LogSegment:
         cut = end if end - start <= limit else self._boundary_at_or_before(start, start + limit)
         if cut <= start:
             return FetchDataInfo(fetch_offset, b"", -1, self.base_offset, start)
-        data = os.pread(self._fd, cut - start, start)
+        data: bytes | FileRegion
+        if zero_copy and cut - start >= ZERO_COPY_MIN_BYTES:
+            data = FileRegion(self._fd, start, cut - start)
+        else:
+            data = os.pread(self._fd, cut - start, start)
         return FetchDataInfo(fetch_offset, data, first.base_offset, self.base_offset, start)
 
     def read_batch(self, position: int, header: BatchHeader) -> bytes:

@@ -11,25 +11,39 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import socket
 import struct
 from collections import deque
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Protocol, cast
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import Protocol, TypeAlias, cast
 
 from samsa.protocol.errors import CloseConnection
+from samsa.protocol.fileregion import FileRegion
 
 log = logging.getLogger(__name__)
 
-Chunks = Sequence[bytes | bytearray | memoryview]
+Chunk: TypeAlias = bytes | bytearray | memoryview | FileRegion
+Chunks: TypeAlias = Sequence[Chunk]
 # A response is its frame as chunks (size prefix included), or None for "no response" (acks=0).
-Response = Chunks | None
+Response: TypeAlias = Chunks | None
 
 _SIZE = struct.Struct(">i")
 _INITIAL_BUFFER = 256 * 1024
 # Stop reading from a client that pipelines faster than we answer.
 _MAX_PENDING_FRAMES = 64
 _LARGE_CHUNK = 64 * 1024
+
+
+def _write_joined(transport: asyncio.Transport, small: list[Chunk]) -> None:
+    if small:
+        transport.write(small[0] if len(small) == 1 else b"".join(small))
+
+
+def _release(chunks: Iterable[Chunk]) -> None:
+    for chunk in chunks:
+        if isinstance(chunk, FileRegion):
+            chunk.close()
 
 
 class RequestHandler(Protocol):
@@ -50,6 +64,9 @@ class Connection(asyncio.BufferedProtocol):
         self.pending: deque[bytes] = deque()
         self.busy = False
         self.inflight: asyncio.Future[Response] | None = None
+        # Chunks queued behind a file region being sent; requests wait while it drains.
+        self.backlog: deque[Chunk] = deque()
+        self.sender: asyncio.Future[None] | None = None
         self.closed = False
         self.reading_paused = False
         self.writing_paused = False
@@ -89,7 +106,7 @@ class Connection(asyncio.BufferedProtocol):
     def buffer_updated(self, nbytes: int) -> None:
         self.end += nbytes
         limit = self.server.max_request_size
-        out: list[bytes | bytearray | memoryview] = []
+        out: list[Chunk] = []
         while not self.closed:
             avail = self.end - self.start
             if avail < 4:
@@ -113,7 +130,7 @@ class Connection(asyncio.BufferedProtocol):
             body_start = self.start + 4
             self.start = body_start + size
             body = self.view[body_start : self.start]
-            if self.busy or self.pending or self.writing_paused:
+            if self.busy or self.pending or self.writing_paused or self.sender is not None:
                 self.pending.append(bytes(body))
             else:
                 # Decoded in place: handlers copy what they keep, so the buffer can be reused.
@@ -157,7 +174,7 @@ class Connection(asyncio.BufferedProtocol):
             self.start = 0
             self.end = unread
 
-    def _handle(self, frame: bytes | memoryview, out: list[bytes | bytearray | memoryview]) -> None:
+    def _handle(self, frame: bytes | memoryview, out: list[Chunk]) -> None:
         """Run one request; its answer joins `out`, or it becomes the in-flight request."""
         try:
             result = self.server.handler.handle(frame, self)
@@ -185,8 +202,14 @@ class Connection(asyncio.BufferedProtocol):
         task.add_done_callback(self._completed)
 
     def _process(self) -> None:
-        out: list[bytes | bytearray | memoryview] = []
-        while self.pending and not self.busy and not self.closed and not self.writing_paused:
+        out: list[Chunk] = []
+        while (
+            self.pending
+            and not self.busy
+            and not self.closed
+            and not self.writing_paused
+            and self.sender is None
+        ):
             self._handle(self.pending.popleft(), out)
         self._flush(out)
         if self.reading_paused and len(self.pending) < _MAX_PENDING_FRAMES // 2 and not self.closed:
@@ -217,25 +240,68 @@ class Connection(asyncio.BufferedProtocol):
             self._flush(list(result))
         self._process()
 
-    def _flush(self, chunks: list[bytes | bytearray | memoryview]) -> None:
-        """Small chunks leave in one write; large ones are written as they are, uncopied.
+    def _flush(self, chunks: Sequence[Chunk]) -> None:
+        """Write in order: small chunks in one write, large ones uncopied, file regions by
+        sendfile (the socket then belongs to the sender until its backlog drains).
 
-        (Python 3.11's writelines joins its arguments, a copy of every fetched byte.)
+        (Python 3.11's writelines joins its arguments: a copy of every fetched byte.)
         """
-        if not chunks or self.transport is None or self.closed:
+        if not chunks:
+            return
+        if self.transport is None or self.closed:
+            _release(chunks)
+            return
+        if self.sender is not None:
+            self.backlog.extend(chunks)
             return
         transport = self.transport
-        small: list[bytes | bytearray | memoryview] = []
-        for chunk in chunks:
+        small: list[Chunk] = []
+        for i, chunk in enumerate(chunks):
+            if isinstance(chunk, FileRegion):
+                _write_joined(transport, small)
+                self.backlog.extend(chunks[i:])
+                self.sender = asyncio.ensure_future(self._send_backlog())
+                self.sender.add_done_callback(self._sent)
+                return
             if len(chunk) >= _LARGE_CHUNK:
-                if small:
-                    transport.write(b"".join(small))
-                    small = []
+                _write_joined(transport, small)
+                small = []
                 transport.write(chunk)
             else:
                 small.append(chunk)
-        if small:
-            transport.write(small[0] if len(small) == 1 else b"".join(small))
+        _write_joined(transport, small)
+
+    async def _send_backlog(self) -> None:
+        loop = asyncio.get_running_loop()
+        transport = self.transport
+        assert transport is not None
+        while self.backlog and not self.closed:
+            chunk = self.backlog.popleft()
+            if isinstance(chunk, FileRegion):
+                try:
+                    with os.fdopen(chunk.fd, "rb", buffering=0, closefd=False) as f:
+                        sent = await loop.sendfile(transport, f, chunk.offset, chunk.count)
+                finally:
+                    chunk.close()
+                if sent != chunk.count:
+                    # The file shrank under us (a truncated log): the frame can't be finished.
+                    raise OSError(f"sent {sent} of {chunk.count} bytes of a file region")
+                continue
+            small = [chunk]
+            while self.backlog and not isinstance(self.backlog[0], FileRegion):
+                small.append(self.backlog.popleft())
+            _write_joined(transport, small)
+
+    def _sent(self, task: asyncio.Future[None]) -> None:
+        self.sender = None
+        if not task.cancelled() and task.exception() is not None:
+            log.warning("closing connection to %s: %s", self.peer, task.exception())
+            self.close()
+        if self.closed:
+            _release(self.backlog)
+            self.backlog.clear()
+            return
+        self._process()
 
     def close(self) -> None:
         if not self.closed:
@@ -243,6 +309,8 @@ class Connection(asyncio.BufferedProtocol):
             self.pending.clear()
             if self.inflight is not None:
                 self.inflight.cancel()
+            if self.sender is not None:
+                self.sender.cancel()
             if self.transport is not None:
                 self.transport.close()
 

@@ -16,7 +16,9 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from struct import Struct
+from typing import TypeAlias
 
+from samsa.protocol.fileregion import FileRegion
 from samsa.protocol.wire import (
     EMPTY_TAGGED_FIELDS,
     I16,
@@ -28,7 +30,7 @@ from samsa.protocol.wire import (
 PRODUCE_VERSIONS = range(3, 14)
 FETCH_VERSIONS = range(4, 19)
 
-Buffer = bytes | memoryview
+Buffer: TypeAlias = bytes | memoryview | FileRegion
 
 
 @dataclass(slots=True)

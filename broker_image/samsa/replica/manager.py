@@ -12,6 +12,7 @@ from samsa.config import LogConfig
 from samsa.log import LogManager, OffsetOutOfRangeError
 from samsa.metadata.model import PartitionState, TopicPartition
 from samsa.protocol.errors import ErrorCode, KafkaApiError
+from samsa.protocol.fileregion import FileRegion
 from samsa.protocol.records import CorruptRecordError, RecordTooLargeError, validate_batches
 from samsa.replica.delayed import DataWaiters
 from samsa.replica.partition import Partition, ProducePartitionResponse
@@ -41,7 +42,7 @@ class FetchPartitionResponse:
     high_watermark: int = -1
     last_stable_offset: int = -1
     log_start_offset: int = -1
-    records: bytes = b""
+    records: bytes | FileRegion = b""
 
 
 class ReplicaManager:
@@ -178,6 +179,7 @@ class ReplicaManager:
                     max(budget, 0),
                     max_offset=upper,
                     min_one_message=total == 0,
+                    zero_copy=True,
                 )
             except OffsetOutOfRangeError:
                 resp.error_code = ErrorCode.offset_out_of_range.value
