@@ -73,7 +73,7 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     max_wait_ms = ms(request.max_wait)
     errors = any(r.error_code for r in responses) or len(reads) != len(order)
     if total >= request.min_bytes or max_wait_ms <= 0 or errors or not reads:
-        return _encode(ctx, order, responses)
+        return _encode(services, ctx, order, responses)
     return _long_poll(
         services,
         ctx,
@@ -107,14 +107,20 @@ async def _long_poll(
         grew = remaining > 0 and await manager.wait_for_data(tps, remaining)
         responses, total = manager.read(reads, max_bytes, isolation, replica_id)
         if not grew or total >= min_bytes or any(r.error_code for r in responses):
-            return _encode(ctx, order, responses)
+            return _encode(services, ctx, order, responses)
+
+
+def _no_metrics(topic: str, messages: int, size: int) -> None:
+    return None
 
 
 def _encode(
+    services: BrokerServices,
     ctx: RequestContext,
     order: list[tuple[str | None, uuid.UUID, int, int | None]],
     responses: list[FetchPartitionResponse],
 ) -> list[Any]:
+    on_fetch = services.extras.get("on_fetch", _no_metrics)
     topics: list[FetchTopicResult] = []
     current: FetchTopicResult | None = None
     it = iter(responses)
@@ -126,6 +132,8 @@ def _encode(
             current.partitions.append(FetchPartitionResult(partition, error, -1, -1, -1, None))
             continue
         r = next(it)
+        if r.records:
+            on_fetch(r.tp.topic, r.messages, len(r.records))
         current.partitions.append(
             FetchPartitionResult(
                 partition,

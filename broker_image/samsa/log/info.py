@@ -39,3 +39,4 @@ class FetchDataInfo:
     first_batch_offset: int = -1
     segment_base_offset: int = -1
     position: int = -1
+    next_offset: int = -1  # the offset after the last batch returned (-1 when empty)

@@ -252,17 +252,19 @@ class LogSegment:
         if found is None:
             return None
         start, first = found
-        end = self._size
+        end, end_offset = self._size, self.next_offset
         if max_offset is not None:
             if first.last_offset >= max_offset:
                 return FetchDataInfo(fetch_offset, b"", -1, self.base_offset, start)
             bound = self.translate_offset(max_offset, start)
             if bound is not None:
-                end = bound[0]
+                end, end_offset = bound[0], bound[1].base_offset
         limit = max_bytes
         if min_one_message and first.size > limit:
             limit = first.size
-        cut = end if end - start <= limit else self._boundary_at_or_before(start, start + limit)
+        cut = end
+        if end - start > limit:
+            cut, end_offset = self._boundary_at_or_before(start, start + limit, first)
         if cut <= start:
             return FetchDataInfo(fetch_offset, b"", -1, self.base_offset, start)
         data: bytes | FileRegion
@@ -270,7 +272,9 @@ class LogSegment:
             data = FileRegion(self._fd, start, cut - start)
         else:
             data = os.pread(self._fd, cut - start, start)
-        return FetchDataInfo(fetch_offset, data, first.base_offset, self.base_offset, start)
+        return FetchDataInfo(
+            fetch_offset, data, first.base_offset, self.base_offset, start, end_offset
+        )
 
     def read_batch(self, position: int, header: BatchHeader) -> bytes:
         return os.pread(self._fd, header.size, position)
@@ -525,16 +529,20 @@ class LogSegment:
         self._bytes_since_index_entry = end - position
         return end == self._size
 
-    def _boundary_at_or_before(self, start: int, limit: int) -> int:
-        """The last batch boundary in [start, limit]; `start` must be one."""
+    def _boundary_at_or_before(self, start: int, limit: int, first: BatchHeader) -> tuple[int, int]:
+        """The last batch boundary in [start, limit] and the offset that follows it; `start`
+        must be a boundary, at the batch `first`."""
         _, position = self.offset_index.lookup_position(limit)
-        best = max(position, start)
-        for pos, h, _ in self._scan(best, self._size, _SCAN_CHUNK):
+        best, next_offset = start, first.base_offset
+        for pos, h, _ in self._scan(max(position, start), self._size, _SCAN_CHUNK):
             end = pos + h.batch_length + LOG_OVERHEAD
             if end > limit:
+                if pos > best:
+                    # The index entry skipped the batches in between: they all fit.
+                    best, next_offset = pos, h.base_offset
                 break
-            best = end
-        return best
+            best, next_offset = end, h.base_offset + h.last_offset_delta + 1
+        return best, next_offset
 
     def _scan(
         self, start: int, end: int, chunk: int, *, need_bytes: bool = False

@@ -43,6 +43,7 @@ class FetchPartitionResponse:
     last_stable_offset: int = -1
     log_start_offset: int = -1
     records: bytes | FileRegion = b""
+    messages: int = 0  # records in the batches returned (the first batch counts whole)
 
 
 class ReplicaManager:
@@ -187,6 +188,8 @@ class ReplicaManager:
             if budget <= 0 and total > 0:
                 continue
             resp.records = data.records
+            if data.next_offset > data.first_batch_offset >= 0:
+                resp.messages = data.next_offset - data.first_batch_offset
             total += len(data.records)
         return responses, total
 

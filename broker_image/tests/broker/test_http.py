@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import time
 import urllib.request
 
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from samsa.testing import InProcessBroker
@@ -29,6 +30,15 @@ def test_health_ready_and_metrics(samsa_broker: InProcessBroker) -> None:
         producer.produce("metered", value=b"x" * 100, partition=i % 2)
     assert producer.flush(10) == 0
 
+    consumer = Consumer({"bootstrap.servers": samsa_broker.bootstrap_servers, "group.id": "m"})
+    consumer.assign([TopicPartition("metered", p, 0) for p in range(2)])
+    got = 0
+    deadline = time.monotonic() + 20
+    while got < 50 and time.monotonic() < deadline:
+        got += len(consumer.consume(50, 1.0))
+    consumer.close()
+    assert got == 50
+
     status, text = _get(samsa_broker.http_url + "/metrics")
     assert status == 200
     samples = {
@@ -41,4 +51,6 @@ def test_health_ready_and_metrics(samsa_broker: InProcessBroker) -> None:
     assert samples['kafka_log_log_end_offset{partition="0",topic="metered"}'] == 25
     assert samples['kafka_log_log_end_offset{partition="1",topic="metered"}'] == 25
     assert samples['kafka_network_request_metrics_requests_total{request="Produce"}'] >= 1
+    assert samples['kafka_server_broker_topic_metrics_messages_out_total{topic="metered"}'] == 50
+    assert samples['kafka_server_broker_topic_metrics_bytes_out_total{topic="metered"}'] > 5000
     assert samples["kafka_server_socket_server_metrics_connection_count"] >= 1
