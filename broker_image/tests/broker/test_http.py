@@ -30,7 +30,13 @@ def test_health_ready_and_metrics(samsa_broker: InProcessBroker) -> None:
         producer.produce("metered", value=b"x" * 100, partition=i % 2)
     assert producer.flush(10) == 0
 
-    consumer = Consumer({"bootstrap.servers": samsa_broker.bootstrap_servers, "group.id": "m"})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": samsa_broker.bootstrap_servers,
+            "group.id": "m",
+            "enable.auto.commit": False,
+        }
+    )
     consumer.assign([TopicPartition("metered", p, 0) for p in range(2)])
     got = 0
     deadline = time.monotonic() + 20
