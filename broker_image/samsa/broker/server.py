@@ -136,8 +136,8 @@ class KafkaServer:
             dynamic_config=self.dynamic_config,
             log_config_for=self.log_config_for,
             on_request=self.metrics.on_request,
+            on_fetch=self.metrics.on_fetch,
         )
-        services.extras["on_fetch"] = self.metrics.on_fetch
         late.target = KafkaApis(services, default_apis())
         if config["http.listener"]:
             _, http_host, http_port = parse_listener(config["http.listener"])

@@ -23,7 +23,7 @@ def _api_keys(table: dict[int, Any]) -> list[dict[str, int]]:
 def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> dict[str, Any]:
     return {
         "error_code": ErrorCode.none,
-        "api_keys": _api_keys(services.extras["api_table"]),
+        "api_keys": _api_keys(services.api_table),
         "throttle_time": 0,
         "supported_features": [],
         "finalized_features_epoch": -1,

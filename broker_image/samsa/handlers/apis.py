@@ -52,7 +52,7 @@ class KafkaApis:
     def __init__(self, services: BrokerServices, apis: Sequence[Api]) -> None:
         self.services = services
         self.table: dict[int, Api] = {api.key: api for api in apis}
-        services.extras["api_table"] = self.table
+        services.api_table = self.table
 
     def handle(
         self, frame: bytes | memoryview, conn: ClientConnection

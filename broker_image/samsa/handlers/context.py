@@ -14,7 +14,6 @@ from samsa.replica import ReplicaManager
 
 class ClientConnection(Protocol):
     peer: str
-    session: dict[str, object]
 
 
 @dataclass
@@ -30,7 +29,10 @@ class BrokerServices:
     dynamic_config: Callable[[], KafkaConfig]
     log_config_for: Callable[[str], LogConfig]
     on_request: Callable[[str, float], None] = field(default=lambda api, seconds: None)
-    extras: dict[str, Any] = field(default_factory=dict)
+    # Bytes and messages sent to fetchers, per topic.
+    on_fetch: Callable[[str, int, int], None] = field(default=lambda topic, n, size: None)
+    # The dispatch table (API key -> Api), for ApiVersions; set by KafkaApis.
+    api_table: dict[int, Any] = field(default_factory=dict)
 
 
 @dataclass(slots=True)

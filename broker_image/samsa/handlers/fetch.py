@@ -110,17 +110,13 @@ async def _long_poll(
             return _encode(services, ctx, order, responses)
 
 
-def _no_metrics(topic: str, messages: int, size: int) -> None:
-    return None
-
-
 def _encode(
     services: BrokerServices,
     ctx: RequestContext,
     order: list[tuple[str | None, uuid.UUID, int, int | None]],
     responses: list[FetchPartitionResponse],
 ) -> list[Any]:
-    on_fetch = services.extras.get("on_fetch", _no_metrics)
+    on_fetch = services.on_fetch
     topics: list[FetchTopicResult] = []
     current: FetchTopicResult | None = None
     it = iter(responses)

@@ -73,7 +73,6 @@ class Connection(asyncio.BufferedProtocol):
         self.transport: asyncio.Transport | None = None
         self.peer: str = "?"
         self.listener: str = server.name
-        self.session: dict[str, object] = {}  # per-connection state handlers may keep
 
     # asyncio callbacks
 
