@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
@@ -102,14 +103,47 @@ class BrokerMetrics:
         )
         r.register(_LogCollector(log_manager))
 
+        # labels() costs a lock and a dict build per call: keep the children, they're hot.
+        self._per_api: dict[str, tuple[Any, Any]] = {}
+        self._per_topic_in: dict[str, tuple[Any, Any]] = {}
+        self._per_topic_out: dict[str, tuple[Any, Any]] = {}
+
     def on_request(self, api: str, seconds: float) -> None:
-        self.requests.labels(api).inc()
-        self.request_latency.labels(api).observe(seconds)
+        pair = self._per_api.get(api)
+        if pair is None:
+            pair = self._per_api[api] = (
+                self.requests.labels(api),
+                self.request_latency.labels(api),
+            )
+        pair[0].inc()
+        pair[1].observe(seconds)
 
     def on_append(self, topic: str, messages: int, size: int) -> None:
-        self.messages_in.labels(topic).inc(messages)
-        self.bytes_in.labels(topic).inc(size)
+        pair = self._per_topic_in.get(topic)
+        if pair is None:
+            pair = self._per_topic_in[topic] = (
+                self.messages_in.labels(topic),
+                self.bytes_in.labels(topic),
+            )
+        pair[0].inc(messages)
+        pair[1].inc(size)
 
     def on_fetch(self, topic: str, messages: int, size: int) -> None:
-        self.messages_out.labels(topic).inc(messages)
-        self.bytes_out.labels(topic).inc(size)
+        pair = self._per_topic_out.get(topic)
+        if pair is None:
+            pair = self._per_topic_out[topic] = (
+                self.messages_out.labels(topic),
+                self.bytes_out.labels(topic),
+            )
+        pair[0].inc(messages)
+        pair[1].inc(size)
+
+    def forget_topic(self, topic: str) -> None:
+        """Drop a deleted topic's series so /metrics doesn't report it forever."""
+        for cache, metrics in (
+            (self._per_topic_in, (self.messages_in, self.bytes_in)),
+            (self._per_topic_out, (self.messages_out, self.bytes_out)),
+        ):
+            if cache.pop(topic, None) is not None:
+                for metric in metrics:
+                    metric.remove(topic)

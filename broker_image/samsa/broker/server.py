@@ -124,7 +124,11 @@ class KafkaServer:
         )
         self.replica_manager.on_append = self._on_append
         controller = LocalController(
-            self.store, self.cache, self.replica_manager, self.log_config_for
+            self.store,
+            self.cache,
+            self.replica_manager,
+            self.log_config_for,
+            self.metrics.forget_topic,
         )
         await controller.start()
         services = BrokerServices(

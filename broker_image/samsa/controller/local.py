@@ -24,11 +24,13 @@ class LocalController:
         cache: MetadataCache,
         replica_manager: ReplicaManager,
         log_config_for: Callable[[str], LogConfig],
+        on_topic_deleted: Callable[[str], None] = lambda name: None,
     ) -> None:
         self.store = store
         self.cache = cache
         self.replica_manager = replica_manager
         self.log_config_for = log_config_for
+        self.on_topic_deleted = on_topic_deleted
 
     async def start(self) -> None:
         self.cache.update_brokers(self.store.brokers(), self.store.controller_id())
@@ -58,6 +60,7 @@ class LocalController:
             return
         for p in topic.assignment:
             self.replica_manager.stop_replica(TopicPartition(name, p), delete=True)
+        self.on_topic_deleted(name)
         log.info("deleted topic %s", name)
 
     async def _adopt_orphans(self) -> None:

@@ -8,9 +8,11 @@ from samsa.handlers.context import BrokerServices, RequestContext
 from samsa.metadata import TopicPartition
 from samsa.protocol.errors import CloseConnection, ErrorCode
 from samsa.protocol.fast import ProducePartitionResult, ProduceTopicResult, encode_produce_response
+from samsa.protocol.produce_request import parse_produce_request
 
 KEY = 0
 MIN_VERSION, MAX_VERSION = 3, 12
+decode = parse_produce_request
 
 
 def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:

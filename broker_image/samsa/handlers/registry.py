@@ -50,6 +50,7 @@ def default_apis() -> list[Api]:
                 module.MAX_VERSION,
                 module.handle,
                 (module.__doc__ or "").strip().splitlines()[0],
+                getattr(module, "decode", None),
             )
         )
     return sorted(apis, key=lambda a: a.key)

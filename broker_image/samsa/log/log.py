@@ -27,6 +27,7 @@ from samsa.log.info import FetchDataInfo, LogAppendInfo
 from samsa.log.loader import load_log
 from samsa.log.segment import LogSegment
 from samsa.protocol.records import (
+    BATCH_HEADER_SIZE,
     BatchHeader,
     CorruptRecordError,
     batch_crc_ok,
@@ -37,6 +38,9 @@ from samsa.protocol.records import (
     set_partition_leader_epoch,
     validate_batches,
 )
+
+# Batches at least this large are written without copying them into one buffer.
+_VECTORED_MIN_BATCH = 4096
 
 log = logging.getLogger(__name__)
 
@@ -188,7 +192,6 @@ class Log:
         config = self._config
         if headers is None:
             headers = validate_batches(records, config.max_message_bytes)
-        buf = bytearray(records)
         first_offset = self._next_offset
         count = 0
         max_ts = -1
@@ -203,21 +206,39 @@ class Log:
         if config.message_timestamp_type == "LogAppendTime":
             log_append_time = max_ts = self._now_ms()
             offset_of_max = first_offset
-        segment = self._maybe_roll(len(buf), max_ts, last_offset, first_offset)
+        size = len(records)
+        segment = self._maybe_roll(size, max_ts, last_offset, first_offset)
 
         patched: list[BatchHeader] = []
         offset = first_offset
         pos = 0
-        for h in headers:
-            set_base_offset(buf, pos, offset)
-            set_partition_leader_epoch(buf, pos, leader_epoch)
-            if log_append_time >= 0:
-                set_log_append_time(buf, pos, log_append_time)
-            patched.append(read_batch_header(buf, pos))
-            offset += h.last_offset_delta + 1
-            pos += h.batch_length + 12
+        out: bytearray | list[bytes | bytearray | memoryview]
+        if log_append_time < 0 and size >= _VECTORED_MIN_BATCH * len(headers):
+            # Large batches: patch copies of the headers and write the rest from the request.
+            view = memoryview(records)
+            out = []
+            for h in headers:
+                head = bytearray(view[pos : pos + BATCH_HEADER_SIZE])
+                set_base_offset(head, 0, offset)
+                set_partition_leader_epoch(head, 0, leader_epoch)
+                out.append(head)
+                out.append(view[pos + BATCH_HEADER_SIZE : pos + h.batch_length + 12])
+                patched.append(h._replace(base_offset=offset, partition_leader_epoch=leader_epoch))
+                offset += h.last_offset_delta + 1
+                pos += h.batch_length + 12
+        else:
+            # Small batches (or LogAppendTime, which rewrites the CRC): one copy, patched whole.
+            out = bytearray(records)
+            for h in headers:
+                set_base_offset(out, pos, offset)
+                set_partition_leader_epoch(out, pos, leader_epoch)
+                if log_append_time >= 0:
+                    set_log_append_time(out, pos, log_append_time)
+                patched.append(read_batch_header(out, pos))
+                offset += h.last_offset_delta + 1
+                pos += h.batch_length + 12
         # A producer-state check that may reject the append belongs here, before the write.
-        segment.append(buf, patched)
+        segment.append(out, patched)
         self._next_offset = last_offset + 1
         if leader_epoch >= 0:
             self._maybe_assign_epoch(leader_epoch, first_offset)
@@ -229,7 +250,7 @@ class Log:
             log_append_time,
             self._log_start_offset,
             count,
-            len(buf),
+            size,
         )
         if self.append_listener is not None:
             self.append_listener(info, patched)

@@ -181,15 +181,19 @@ class LogSegment:
         return waited > config.segment_ms - self.roll_jitter_ms
 
     def append(
-        self, records: bytes | bytearray | memoryview, headers: Sequence[BatchHeader]
+        self,
+        records: bytes | bytearray | memoryview | list[bytes | bytearray | memoryview],
+        headers: Sequence[BatchHeader],
     ) -> None:
-        """Write the batches (their headers already final) in one write, then index them."""
+        """Write the batches (their headers already final) in one write, then index them.
+
+        `records` may be a list of buffers that together make the batches (patched headers
+        and the untouched rest), written with one pwritev so nothing is copied in Python.
+        """
         position = self._size
-        view = memoryview(records)
-        written = 0
+        buffers = records if isinstance(records, list) else [records]
         try:
-            while written < len(view):
-                written += os.pwrite(self._fd, view[written:], position + written)
+            written = _pwrite_all(self._fd, buffers, position)
         except OSError:
             # Leave no partial batch behind for the next append to build on.
             os.ftruncate(self._fd, position)
@@ -590,3 +594,28 @@ __all__ = [
     "LogSegment",
     "file_stem",
 ]
+
+
+_IOV_MAX = 1024
+
+
+def _pwrite_all(fd: int, buffers: list[bytes | bytearray | memoryview], position: int) -> int:
+    """Write every buffer at position onwards, in order, resuming after short writes."""
+    views = [v for v in (memoryview(b).cast("B") for b in buffers) if v.nbytes]
+    total = 0
+    i = 0
+    while i < len(views):
+        n = os.pwritev(fd, views[i : i + _IOV_MAX], position + total)
+        if n <= 0:
+            raise OSError("pwritev wrote nothing")
+        total += n
+        # Skip the buffers written whole; keep the unwritten tail of a partial one.
+        while n:
+            size = views[i].nbytes
+            if n >= size:
+                n -= size
+                i += 1
+            else:
+                views[i] = views[i][n:]
+                n = 0
+    return total

@@ -104,7 +104,7 @@ class ReplicaManager:
     def append_records(
         self,
         tp: TopicPartition,
-        records: bytes | None,
+        records: bytes | memoryview | None,
         required_acks: int,
         max_message_bytes: int,
     ) -> ProducePartitionResponse:

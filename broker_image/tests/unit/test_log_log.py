@@ -353,3 +353,20 @@ def test_delete(tmp_path: Path) -> None:
     fill(plog, 5)
     plog.delete()
     assert not (tmp_path / "my-topic-7").exists()
+
+
+def test_large_batches_are_written_without_copying_and_stay_valid(tmp_path: Path) -> None:
+    # Batches over 4 KB go through the vectored write: patched header copies plus the
+    # untouched rest of the producer's bytes.
+    plog = open_log(tmp_path, LogConfig(segment_bytes=1 << 20))
+    values = [bytes([i]) * 6000 for i in range(5)]
+    request = b"".join(build_batch([(b"k", v, [])], base_offset=0) for v in values)
+    info = plog.append_as_leader(memoryview(request), leader_epoch=7)
+    assert (info.first_offset, info.last_offset) == (0, 4)
+    data = plog.read(0, 1 << 20).records
+    assert isinstance(data, bytes)
+    headers = validate_batches(data, 1 << 20)  # every CRC still holds
+    assert [h.base_offset for h in headers] == [0, 1, 2, 3, 4]
+    assert {h.partition_leader_epoch for h in headers} == {7}
+    assert [r.value for r in decode_records(data)] == values
+    plog.close()
