@@ -1,1 +1,62 @@
-"""Consumer groups and committed offsets in __consumer_offsets, producer ids (to come)."""
+"""Consumer groups and committed offsets in __consumer_offsets, producer ids (to come).
+
+The API a handler uses is ``GroupCoordinator`` (``coordinator``), its inputs and results
+(``results``), its settings (``config``), the ``GroupStore`` seam (``store``) and the clocks
+(``clock``).
+"""
+
+from samsa.coordinator.clock import AsyncioClock, Clock, ManualClock, TimerHandle
+from samsa.coordinator.config import GROUP_METADATA_TOPIC_NAME, GroupCoordinatorConfig
+from samsa.coordinator.coordinator import GroupCoordinator
+from samsa.coordinator.group import GroupMetadata, GroupState
+from samsa.coordinator.membership import JoinRequest
+from samsa.coordinator.offsets import OffsetAndMetadata
+from samsa.coordinator.offsets_topic import java_string_hashcode, partition_for
+from samsa.coordinator.results import (
+    GroupOverview,
+    GroupSummary,
+    JoinGroupMember,
+    JoinResult,
+    LeaveMemberResult,
+    LeaveResult,
+    ListGroupsResult,
+    MemberIdentity,
+    MemberSummary,
+    OffsetCommitPartition,
+    OffsetDeleteResult,
+    OffsetFetchPartition,
+    OffsetFetchResult,
+    SyncResult,
+)
+from samsa.coordinator.store import GroupStore
+
+__all__ = [
+    "GROUP_METADATA_TOPIC_NAME",
+    "AsyncioClock",
+    "Clock",
+    "GroupCoordinator",
+    "GroupCoordinatorConfig",
+    "GroupMetadata",
+    "GroupOverview",
+    "GroupState",
+    "GroupStore",
+    "GroupSummary",
+    "JoinGroupMember",
+    "JoinRequest",
+    "JoinResult",
+    "LeaveMemberResult",
+    "LeaveResult",
+    "ListGroupsResult",
+    "ManualClock",
+    "MemberIdentity",
+    "MemberSummary",
+    "OffsetAndMetadata",
+    "OffsetCommitPartition",
+    "OffsetDeleteResult",
+    "OffsetFetchPartition",
+    "OffsetFetchResult",
+    "SyncResult",
+    "TimerHandle",
+    "java_string_hashcode",
+    "partition_for",
+]

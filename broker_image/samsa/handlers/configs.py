@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from samsa.config.kafka import BROKER_CONFIG
+from samsa.config.topic import BROKER_SYNONYMS
 from samsa.handlers.context import BrokerServices
 from samsa.handlers.topic_admin import _CONFIG_TYPES, topic_config_entries, validate_configs
 from samsa.metadata import TopicMetadata
@@ -126,6 +127,40 @@ def current_overrides(services: BrokerServices, resource_type: int, name: str) -
         check_broker(services, name)
         return services.store.broker_configs()
     raise KafkaApiError(ErrorCode.invalid_request, f"Unsupported resource type {resource_type}")
+
+
+def synonyms(services: BrokerServices, resource_type: int, name: str) -> list[dict[str, Any]]:
+    """Where a value comes from, most specific first (Kafka's DescribeConfigs synonyms)."""
+    dynamic = services.store.broker_configs()
+    static = services.config.originals
+    out: list[dict[str, Any]] = []
+    broker_key = name
+    if resource_type == TOPIC:
+        broker_key = BROKER_SYNONYMS.get(name, "")
+    key = BROKER_CONFIG.keys.get(broker_key)
+    if key is None:
+        return out
+    if broker_key in dynamic:
+        out.append(
+            {"name": broker_key, "value": dynamic[broker_key], "source": DYNAMIC_BROKER_CONFIG}
+        )
+    if broker_key in static:
+        out.append(
+            {
+                "name": broker_key,
+                "value": key.render(static[broker_key]),
+                "source": STATIC_BROKER_CONFIG,
+            }
+        )
+    default = services.config.topic_defaults().get(name) if resource_type == TOPIC else None
+    out.append(
+        {
+            "name": broker_key,
+            "value": key.render(default if default is not None else key.default),
+            "source": DEFAULT_CONFIG,
+        }
+    )
+    return out
 
 
 def resource_error(exc: KafkaApiError) -> dict[str, Any]:

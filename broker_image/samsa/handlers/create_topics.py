@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from samsa.handlers.context import BrokerServices, RequestContext
@@ -9,6 +10,7 @@ from samsa.handlers.topic_admin import create_topic, plan_topic, topic_config_en
 from samsa.metadata import TopicMetadata
 from samsa.protocol.errors import ErrorCode, KafkaApiError
 
+ZERO_UUID = uuid.UUID(int=0)
 KEY = 19
 MIN_VERSION, MAX_VERSION = 2, 7
 
@@ -22,6 +24,7 @@ def _result(name: str, code: ErrorCode, message: str | None = None) -> dict[str,
         "replication_factor": -1,
         "configs": None,
         "topic_config_error_code": ErrorCode.none,
+        "topic_id": ZERO_UUID,
     }
 
 
@@ -51,9 +54,7 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
                 configs,
             )
             if request.validate_only:
-                import uuid
-
-                created = TopicMetadata(name, uuid.UUID(int=0), plan, clean)
+                created = TopicMetadata(name, ZERO_UUID, plan, clean)
             else:
                 created = await create_topic(services, name, plan, clean)
         except KafkaApiError as exc:

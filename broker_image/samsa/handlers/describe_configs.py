@@ -32,9 +32,22 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> dict[
         if keys is not None:
             wanted = set(keys)
             entries = [e for e in entries if e["name"] in wanted]
+        with_synonyms = getattr(request, "include_synonyms", False)
+        topic = services.cache.topic(resource.resource_name)
         for e in entries:
             e["synonyms"] = []
-            if not request.include_documentation:
+            if with_synonyms:
+                own = []
+                if resource.resource_type == configs.TOPIC and topic and e["name"] in topic.configs:
+                    own = [
+                        {
+                            "name": e["name"],
+                            "value": e["value"],
+                            "source": configs.DYNAMIC_TOPIC_CONFIG,
+                        }
+                    ]
+                e["synonyms"] = own + configs.synonyms(services, resource.resource_type, e["name"])
+            if not getattr(request, "include_documentation", False):
                 e["documentation"] = None
         entry["configs"] = entries
         results.append(entry)

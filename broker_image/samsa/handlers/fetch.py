@@ -26,7 +26,8 @@ ZERO_UUID = uuid.UUID(int=0)
 
 def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     version = ctx.version
-    if request.session_id != 0 and request.session_epoch != FINAL_EPOCH:
+    session_id = getattr(request, "session_id", 0)
+    if session_id != 0 and getattr(request, "session_epoch", FINAL_EPOCH) != FINAL_EPOCH:
         return encode_fetch_response(
             version,
             ctx.header.correlation_id,

@@ -157,6 +157,10 @@ def load_log(
                 first_unflushed = i
                 continue
         else:
+            # Recovery rebuilds the indexes anyway; a damaged one is still worth reporting.
+            problem = segment.check_indexes(limit)
+            if problem:
+                log.warning("%s; rebuilding it while recovering %s", problem, segment.log_path)
             valid, dropped, reason = segment.recover(offset_limit=limit, on_batch=assign_epoch)
             if dropped:
                 log.warning(

@@ -124,13 +124,12 @@ def decode_request(api_key: int, version: int, frame: bytes | memoryview, offset
     if isinstance(frame, memoryview) and not frame.readonly:
         frame = frame.toreadonly()
     try:
-        value, size = _reader(cls)(frame, offset)
+        # Bytes after the body are ignored, as Kafka ignores them (librdkafka sends some).
+        value, _size = _reader(cls)(frame, offset)
     except InvalidRequestError:
         raise
     except Exception as exc:  # kio raises a variety of errors on malformed input
         raise InvalidRequestError(f"cannot decode {cls.__name__}: {exc}") from exc
-    if offset + size != len(frame):
-        raise InvalidRequestError(f"{len(frame) - offset - size} trailing bytes after request")
     return value
 
 

@@ -128,8 +128,7 @@ def parse_produce_request(version: int, frame: bytes | memoryview, offset: int) 
         topics.append(TopicProduceData(name, partitions))
         r.tags()
     r.tags()
-    if r.pos != len(view):
-        raise InvalidRequestError(f"{len(view) - r.pos} trailing bytes after ProduceRequest")
+    # Trailing bytes are ignored, as Kafka ignores them.
     return ProduceRequest(
         transactional_id, acks, datetime.timedelta(milliseconds=timeout_ms), topics
     )
