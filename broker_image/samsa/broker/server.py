@@ -15,6 +15,13 @@ from samsa.broker.metrics import BrokerMetrics
 from samsa.broker.properties import parse_listener
 from samsa.config import KafkaConfig, LogConfig
 from samsa.controller import LocalController
+from samsa.coordinator import (
+    GROUP_METADATA_TOPIC_NAME,
+    AsyncioClock,
+    GroupCoordinator,
+    GroupCoordinatorConfig,
+)
+from samsa.coordinator.log_store import LogGroupStore, replay
 from samsa.handlers.apis import KafkaApis
 from samsa.handlers.context import BrokerServices
 from samsa.handlers.registry import default_apis
@@ -57,8 +64,10 @@ class KafkaServer:
         self.store: LocalMetadataStore | None = None
         self.cache: MetadataCache | None = None
         self.metrics = BrokerMetrics(lambda: self.log_manager)
+        self.group_coordinator: GroupCoordinator | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._stopped = asyncio.Event()
+        self._background: set[asyncio.Task[int]] = set()
         self._started = False
         self._stopping = False
 
@@ -128,9 +137,10 @@ class KafkaServer:
             self.cache,
             self.replica_manager,
             self.log_config_for,
-            self.metrics.forget_topic,
+            self._on_topic_deleted,
         )
         await controller.start()
+        self.group_coordinator = await self._start_group_coordinator()
         services = BrokerServices(
             config=config,
             broker=broker,
@@ -141,6 +151,7 @@ class KafkaServer:
             log_config_for=self.log_config_for,
             on_request=self.metrics.on_request,
             on_fetch=self.metrics.on_fetch,
+            group_coordinator=self.group_coordinator,
         )
         late.target = KafkaApis(services, default_apis())
         if config["http.listener"]:
@@ -165,6 +176,51 @@ class KafkaServer:
             len(self.replica_manager.partitions),
             (time.monotonic() - started) * 1000,
         )
+
+    async def _start_group_coordinator(self) -> GroupCoordinator:
+        """Consumer groups: __consumer_offsets (created on first start), replayed, then served.
+
+        Standalone, the topic's replication factor is this one broker, whatever
+        offsets.topic.replication.factor says: there is no other broker to place a replica on.
+        """
+        assert self.store is not None and self.replica_manager is not None
+        config = self.dynamic_config()
+        partitions = config["offsets.topic.num.partitions"]
+        if GROUP_METADATA_TOPIC_NAME not in self.store.topics():
+            me = config.broker_id
+            await self.store.create_topic(
+                GROUP_METADATA_TOPIC_NAME, {p: [me] for p in range(partitions)}, {}
+            )
+        else:
+            partitions = self.store.topics()[GROUP_METADATA_TOPIC_NAME].partition_count
+        coordinator = GroupCoordinator(
+            GroupCoordinatorConfig.from_properties(
+                {**config.values, "offsets.topic.num.partitions": partitions}
+            ),
+            LogGroupStore(self.replica_manager),
+            clock=AsyncioClock(),
+            partition_exists=self._partition_exists,
+        )
+        for p in range(partitions):
+            await coordinator.load_partition(p, replay(self.replica_manager, p))
+        coordinator.start()
+        return coordinator
+
+    def _partition_exists(self, topic: str, partition: int) -> bool:
+        assert self.cache is not None
+        meta = self.cache.topic(topic)
+        return meta is not None and partition in meta.assignment
+
+    def _on_topic_deleted(self, name: str, partitions: list[int]) -> None:
+        self.metrics.forget_topic(name)
+        if self.group_coordinator is not None:
+            task = asyncio.create_task(
+                self.group_coordinator.on_partitions_deleted(
+                    [TopicPartition(name, p) for p in partitions]
+                )
+            )
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
 
     def _on_append(self, tp: TopicPartition, messages: int, size: int) -> None:
         self.metrics.on_append(tp.topic, messages, size)
@@ -227,6 +283,8 @@ class KafkaServer:
                 await task
         if self.socket_server is not None:
             await self.socket_server.stop()
+        if self.group_coordinator is not None:
+            await self.group_coordinator.shutdown()
         if self.replica_manager is not None:
             self.replica_manager.shutdown()
         if self.log_manager is not None:

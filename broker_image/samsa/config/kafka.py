@@ -91,6 +91,7 @@ BROKER_CONFIG = ConfigDef(
         ConfigKey("offsets.topic.replication.factor", "int", 3, minimum=1),
         ConfigKey("offsets.topic.segment.bytes", "int", 104_857_600, minimum=1),
         ConfigKey("offsets.retention.minutes", "int", 10_080, minimum=1),
+        ConfigKey("offset.metadata.max.bytes", "int", 4096, minimum=0),
         ConfigKey("offsets.retention.check.interval.ms", "long", 600_000, minimum=1),
         ConfigKey("group.initial.rebalance.delay.ms", "int", 3000, minimum=0),
         ConfigKey("group.min.session.timeout.ms", "int", 6000),

@@ -24,7 +24,7 @@ class LocalController:
         cache: MetadataCache,
         replica_manager: ReplicaManager,
         log_config_for: Callable[[str], LogConfig],
-        on_topic_deleted: Callable[[str], None] = lambda name: None,
+        on_topic_deleted: Callable[[str, list[int]], None] = lambda name, partitions: None,
     ) -> None:
         self.store = store
         self.cache = cache
@@ -60,7 +60,7 @@ class LocalController:
             return
         for p in topic.assignment:
             self.replica_manager.stop_replica(TopicPartition(name, p), delete=True)
-        self.on_topic_deleted(name)
+        self.on_topic_deleted(name, sorted(topic.assignment))
         log.info("deleted topic %s", name)
 
     async def _adopt_orphans(self) -> None:

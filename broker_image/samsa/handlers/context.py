@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from samsa.config import KafkaConfig, LogConfig
+from samsa.coordinator import GroupCoordinator
 from samsa.metadata import BrokerInfo, MetadataCache, MetadataStore
 from samsa.protocol.messages import RequestHeader
 from samsa.replica import ReplicaManager
@@ -29,6 +30,8 @@ class BrokerServices:
     dynamic_config: Callable[[], KafkaConfig]
     log_config_for: Callable[[str], LogConfig]
     on_request: Callable[[str, float], None] = field(default=lambda api, seconds: None)
+    # Consumer groups; None until the broker has started it.
+    group_coordinator: GroupCoordinator | None = None
     # Bytes and messages sent to fetchers, per topic.
     on_fetch: Callable[[str, int, int], None] = field(default=lambda topic, n, size: None)
     # The dispatch table (API key -> Api), for ApiVersions; set by KafkaApis.
