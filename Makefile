@@ -35,12 +35,12 @@ setup-python:
 
 lint:
 	$(UV) run ruff check .
-	$(UV) run ruff format --check broker_image operator spark-on-k8s tests bench
+	$(UV) run ruff format --check .
 	$(UV) run mypy broker_image/samsa
 	$(UV) run lint-imports
 
 format:
-	$(UV) run ruff format broker_image operator spark-on-k8s tests bench
+	$(UV) run ruff format .
 	$(UV) run ruff check --fix .
 
 test: lint
