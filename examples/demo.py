@@ -43,20 +43,58 @@ def wait_port(port: int, timeout: float = 30) -> None:
 def main() -> None:
     DATA.mkdir(parents=True, exist_ok=True)
     broker = subprocess.Popen(
-        [sys.executable, "-m", "samsa.cli", "broker", "--data-dir", str(DATA), "--listen",
-         BOOTSTRAP, "--http", f"127.0.0.1:{PORT + 1}", "--log-level", "WARNING"]
+        [
+            sys.executable,
+            "-m",
+            "samsa.cli",
+            "broker",
+            "--data-dir",
+            str(DATA),
+            "--listen",
+            BOOTSTRAP,
+            "--http",
+            f"127.0.0.1:{PORT + 1}",
+            "--log-level",
+            "WARNING",
+        ]
     )
     try:
         wait_port(PORT)
         print(f"broker up on {BOOTSTRAP} (metrics on http://127.0.0.1:{PORT + 1}/metrics)")
-        samsa("topics", "create", "demo-clicks", "--partitions", "3", "--if-not-exists",
-              "-b", BOOTSTRAP)
+        samsa(
+            "topics",
+            "create",
+            "demo-clicks",
+            "--partitions",
+            "3",
+            "--if-not-exists",
+            "-b",
+            BOOTSTRAP,
+        )
         samsa("topics", "describe", "demo-clicks", "-b", BOOTSTRAP)
         lines = "".join(f"user{i % 5}:click on ad {i}\n" for i in range(20))
-        samsa("produce", "demo-clicks", "--key-separator", ":", "--header", "source=demo",
-              "-b", BOOTSTRAP, stdin=lines)
-        samsa("consume", "demo-clicks", "--from-beginning", "--count", "20", "--format",
-              "%p/%o  %k => %s\n", "-b", BOOTSTRAP)
+        samsa(
+            "produce",
+            "demo-clicks",
+            "--key-separator",
+            ":",
+            "--header",
+            "source=demo",
+            "-b",
+            BOOTSTRAP,
+            stdin=lines,
+        )
+        samsa(
+            "consume",
+            "demo-clicks",
+            "--from-beginning",
+            "--count",
+            "20",
+            "--format",
+            "%p/%o  %k => %s\n",
+            "-b",
+            BOOTSTRAP,
+        )
     finally:
         broker.send_signal(signal.SIGTERM)
         broker.wait(30)
