@@ -11,7 +11,11 @@ from samsa.protocol.fast import ProducePartitionResult, ProduceTopicResult, enco
 from samsa.protocol.produce_request import parse_produce_request
 
 KEY = 0
-MIN_VERSION, MAX_VERSION = 3, 12
+# v0-v2 carry message format v0/v1, which this broker does not store: they are advertised only
+# because librdkafka before 2.11.1 turns compression off for a broker whose Produce range does
+# not start at 0, and are answered with UNSUPPORTED_VERSION per partition.
+MIN_VERSION, MAX_VERSION = 0, 12
+FIRST_RECORD_BATCH_VERSION = 3
 decode = parse_produce_request
 
 
@@ -22,12 +26,20 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     topics: list[ProduceTopicResult] = []
     failed = False
     bad_acks = acks not in (-1, 0, 1)
+    legacy = ctx.version < FIRST_RECORD_BATCH_VERSION
     transactional = request.transactional_id is not None
     for topic_data in request.topic_data:
         name = topic_data.name
         results = []
         for pdata in topic_data.partition_data:
-            if bad_acks:
+            if legacy:
+                result = ProducePartitionResult(
+                    pdata.index,
+                    ErrorCode.unsupported_version.value,
+                    -1,
+                    error_message="Produce v0-v2 (message format v0/v1) is not supported",
+                )
+            elif bad_acks:
                 result = ProducePartitionResult(
                     pdata.index, ErrorCode.invalid_required_acks.value, -1
                 )

@@ -9,14 +9,25 @@ from samsa.handlers import (
     api_versions,
     create_partitions,
     create_topics,
+    delete_groups,
     delete_topics,
     describe_cluster,
     describe_configs,
+    describe_groups,
     fetch,
+    find_coordinator,
+    heartbeat,
     incremental_alter_configs,
+    join_group,
+    leave_group,
+    list_groups,
     list_offsets,
     metadata,
+    offset_commit,
+    offset_delete,
+    offset_fetch,
     produce,
+    sync_group,
 )
 from samsa.handlers.apis import Api
 
@@ -33,6 +44,17 @@ MODULES: tuple[ModuleType, ...] = (
     create_partitions,
     incremental_alter_configs,
     describe_cluster,
+    offset_commit,
+    offset_fetch,
+    find_coordinator,
+    join_group,
+    heartbeat,
+    leave_group,
+    sync_group,
+    describe_groups,
+    list_groups,
+    delete_groups,
+    offset_delete,
 )
 
 

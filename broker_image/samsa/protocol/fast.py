@@ -27,7 +27,8 @@ from samsa.protocol.wire import (
     encode_uvarint,
 )
 
-PRODUCE_VERSIONS = range(3, 14)
+# v0-v2 are encoded for the errors that refuse them (see handlers.produce); kio lacks them.
+PRODUCE_VERSIONS = range(0, 14)
 FETCH_VERSIONS = range(4, 19)
 
 Buffer: TypeAlias = bytes | memoryview | FileRegion
@@ -82,6 +83,7 @@ _SIZE_PLACEHOLDER = bytes(4)
 # record_errors and error_message. The common case (no error message) is one
 # fused pack: empty record_errors and a null error_message appended as fixed
 # fields, plus the empty tagged-field section when flexible.
+_PRODUCE_PARTITION_V0 = Struct(">ihq")
 _PRODUCE_PARTITION_V3 = Struct(">ihqq")
 _PRODUCE_PARTITION_V5 = Struct(">ihqqq")
 _PRODUCE_V8_NO_MSG = Struct(">ihqqqih")  # ..., record_errors=0, error_message=-1
@@ -235,14 +237,18 @@ def encode_produce_response(
                             p.log_start_offset,
                         )
                     )
-            else:
+            elif version >= 2:
                 for p in partitions:
                     add(
                         _PRODUCE_PARTITION_V3.pack(
                             p.index, p.error_code, p.base_offset, p.log_append_time_ms
                         )
                     )
-        add(I32.pack(throttle_time_ms))
+            else:
+                for p in partitions:
+                    add(_PRODUCE_PARTITION_V0.pack(p.index, p.error_code, p.base_offset))
+        if version >= 1:
+            add(I32.pack(throttle_time_ms))
     body = b"".join(parts)
     return I32.pack(len(body)) + body
 

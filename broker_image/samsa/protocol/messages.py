@@ -12,7 +12,7 @@ import uuid
 from functools import cache
 from typing import Any
 
-from kio.index import load_request_schema, load_response_schema
+from kio.index import UnknownEntity, load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 
@@ -105,7 +105,11 @@ def response_type(api_key: int, version: int) -> Any:
 
 @cache
 def request_is_flexible(api_key: int, version: int) -> bool:
-    return bool(request_type(api_key, version).__flexible__)
+    try:
+        return bool(request_type(api_key, version).__flexible__)
+    except UnknownEntity:
+        # Versions kio has no schema for are the oldest ones (Produce v0-v2), never flexible.
+        return False
 
 
 @cache

@@ -1,4 +1,4 @@
-"""ProduceRequest v3-v12 read by hand: the records stay views of the request frame.
+"""ProduceRequest v0-v12 read by hand: the records stay views of the request frame.
 
 kio would copy every partition's records into a new bytes object; on the produce path that
 copy is as costly as the write to the log, so this reader slices instead.  The views are
@@ -111,7 +111,8 @@ class _Reader:
 def parse_produce_request(version: int, frame: bytes | memoryview, offset: int) -> ProduceRequest:
     view = frame if isinstance(frame, memoryview) else memoryview(frame)
     r = _Reader(view, offset, version >= FIRST_FLEXIBLE)
-    transactional_id = r.string()
+    # v3 added the transactional id (and record batches, magic v2).
+    transactional_id = r.string() if version >= 3 else None
     r.need(6)
     acks, timeout_ms = _ACKS_TIMEOUT.unpack_from(view, r.pos)
     r.pos += 6

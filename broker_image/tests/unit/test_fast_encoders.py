@@ -22,7 +22,6 @@ from kio.static.primitive import Records, i32, i32Timedelta, i64
 from samsa.protocol import wire
 from samsa.protocol.fast import (
     FETCH_VERSIONS,
-    PRODUCE_VERSIONS,
     FetchPartitionResult,
     FetchTopicResult,
     ProducePartitionResult,
@@ -284,19 +283,21 @@ def fetch_topics(records: bytes | memoryview = b"\x01" * 300) -> list[FetchTopic
 
 # --- Produce ----------------------------------------------------------------
 
+KIO_PRODUCE_VERSIONS = range(3, 14)
 
-@pytest.mark.parametrize("version", PRODUCE_VERSIONS)
+
+@pytest.mark.parametrize("version", KIO_PRODUCE_VERSIONS)
 def test_produce_empty(version: int) -> None:
     assert_produce_matches(version, 0, [])
     assert_produce_matches(version, -1, [], throttle_ms=2**31 - 1)
 
 
-@pytest.mark.parametrize("version", PRODUCE_VERSIONS)
+@pytest.mark.parametrize("version", KIO_PRODUCE_VERSIONS)
 def test_produce_several_topics(version: int) -> None:
     assert_produce_matches(version, 123456, produce_topics(), throttle_ms=250)
 
 
-@pytest.mark.parametrize("version", PRODUCE_VERSIONS)
+@pytest.mark.parametrize("version", KIO_PRODUCE_VERSIONS)
 def test_produce_long_names_need_multibyte_varints(version: int) -> None:
     topics = [
         ProduceTopicResult(
@@ -307,10 +308,32 @@ def test_produce_long_names_need_multibyte_varints(version: int) -> None:
     assert_produce_matches(version, 7, topics)
 
 
-@pytest.mark.parametrize("version", [2, 14])
+@pytest.mark.parametrize("version", [-1, 14])
 def test_produce_rejects_unknown_versions(version: int) -> None:
     with pytest.raises(ValueError):
         encode_produce_response(version, 1, [])
+
+
+# kio has no schema for Produce v0-v2 (answered only to refuse them): golden bytes instead,
+# from the protocol guide's layouts.
+_LEGACY_TOPICS = [ProduceTopicResult("t", [ProducePartitionResult(3, 35, -1, -1)])]
+_LEGACY_TOPIC = (
+    b"\x00\x00\x00\x01" + b"\x00\x01t" + b"\x00\x00\x00\x01" + b"\x00\x00\x00\x03\x00\x23"
+)
+
+
+@pytest.mark.parametrize(
+    ("version", "body"),
+    [
+        (0, _LEGACY_TOPIC + b"\xff" * 8),
+        (1, _LEGACY_TOPIC + b"\xff" * 8 + b"\x00\x00\x00\x07"),
+        (2, _LEGACY_TOPIC + b"\xff" * 16 + b"\x00\x00\x00\x07"),
+    ],
+)
+def test_produce_legacy_versions_golden(version: int, body: bytes) -> None:
+    frame = encode_produce_response(version, 9, _LEGACY_TOPICS, throttle_time_ms=7)
+    payload = b"\x00\x00\x00\x09" + body
+    assert frame == len(payload).to_bytes(4, "big") + payload
 
 
 # --- Fetch ------------------------------------------------------------------
@@ -440,7 +463,7 @@ fetch_topic_lists = st.lists(
 
 @settings(max_examples=300, deadline=None)
 @given(
-    version=st.sampled_from(PRODUCE_VERSIONS),
+    version=st.sampled_from(KIO_PRODUCE_VERSIONS),
     correlation_id=i32s,
     topics=produce_topic_lists,
     throttle_ms=throttles,
@@ -565,7 +588,7 @@ def test_request_header_flexibility(api_key: int, version: int, flexible: bool) 
     assert header_version == (2 if flexible else 1)
 
 
-@pytest.mark.parametrize("version", [*PRODUCE_VERSIONS])
+@pytest.mark.parametrize("version", [*KIO_PRODUCE_VERSIONS])
 def test_produce_header_agrees_with_body_flexibility(version: int) -> None:
     assert wire.response_header_flexible(PRODUCE, version) is (version >= 9)
 

@@ -1,0 +1,60 @@
+"""FindCoordinator (10): the broker leading a group's __consumer_offsets partition."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from samsa.coordinator import GROUP_METADATA_TOPIC_NAME
+from samsa.handlers.context import BrokerServices, RequestContext
+from samsa.handlers.groups import coordinator
+from samsa.protocol.errors import ErrorCode
+
+KEY = 10
+MIN_VERSION, MAX_VERSION = 0, 6
+GROUP_KEY_TYPE = 0
+TRANSACTION_KEY_TYPE = 1
+# v4 (KIP-699) batches keys; earlier versions ask for one.
+FIRST_BATCHED = 4
+
+
+def _lookup(services: BrokerServices, key: str, key_type: int) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "key": key,
+        "node_id": -1,
+        "host": "",
+        "port": -1,
+        "error_code": ErrorCode.none,
+        "error_message": None,
+    }
+    if key_type == TRANSACTION_KEY_TYPE:
+        entry["error_code"] = ErrorCode.transactional_id_authorization_failed
+        entry["error_message"] = "Transactions are not supported by this broker"
+        return entry
+    if key_type != GROUP_KEY_TYPE:
+        entry["error_code"] = ErrorCode.invalid_request
+        entry["error_message"] = f"Unknown coordinator key type {key_type}"
+        return entry
+    group_coordinator = coordinator(services)
+    if group_coordinator is None or not group_coordinator.is_active:
+        entry["error_code"] = ErrorCode.coordinator_not_available
+        return entry
+    partition = group_coordinator.partition_for(key)
+    state = services.cache.partition_state(GROUP_METADATA_TOPIC_NAME, partition)
+    broker = services.cache.broker(state.leader) if state is not None else None
+    if broker is None:
+        entry["error_code"] = ErrorCode.coordinator_not_available
+        entry["error_message"] = f"{GROUP_METADATA_TOPIC_NAME}-{partition} has no leader"
+        return entry
+    entry.update(node_id=broker.id, host=broker.host, port=broker.port)
+    return entry
+
+
+def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> dict[str, Any]:
+    key_type = getattr(request, "key_type", GROUP_KEY_TYPE)
+    if ctx.version >= FIRST_BATCHED:
+        return {
+            "throttle_time": 0,
+            "coordinators": [_lookup(services, k, key_type) for k in request.coordinator_keys],
+        }
+    entry = _lookup(services, request.key, key_type)
+    return {"throttle_time": 0, **entry}
