@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from samsa.broker.cluster import ClusterMembership
 from samsa.broker.http import HttpSidePort
 from samsa.broker.metrics import BrokerMetrics
 from samsa.broker.properties import parse_listener
@@ -26,10 +27,17 @@ from samsa.handlers.apis import KafkaApis
 from samsa.handlers.context import BrokerServices
 from samsa.handlers.registry import default_apis
 from samsa.log import LogManager
-from samsa.metadata import BrokerInfo, LocalMetadataStore, MetadataCache, TopicPartition
-from samsa.metadata.local import ensure_meta_properties
+from samsa.metadata import (
+    BrokerInfo,
+    LocalMetadataStore,
+    MetadataCache,
+    MetadataStore,
+    TopicPartition,
+)
+from samsa.metadata.local import ensure_meta_properties, new_cluster_id, read_meta_properties
+from samsa.metadata.zk_store import ZkMetadataStore
 from samsa.network import Connection, SocketServer
-from samsa.replica import ReplicaManager
+from samsa.replica import Partition, ReplicaManager
 
 log = logging.getLogger(__name__)
 
@@ -61,10 +69,11 @@ class KafkaServer:
         self.http: HttpSidePort | None = None
         self.log_manager: LogManager | None = None
         self.replica_manager: ReplicaManager | None = None
-        self.store: LocalMetadataStore | None = None
+        self.store: MetadataStore | None = None
         self.cache: MetadataCache | None = None
         self.metrics = BrokerMetrics(lambda: self.log_manager)
         self.group_coordinator: GroupCoordinator | None = None
+        self.cluster: ClusterMembership | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._stopped = asyncio.Event()
         self._background: set[asyncio.Task[int]] = set()
@@ -99,11 +108,14 @@ class KafkaServer:
             overrides.setdefault("segment.bytes", str(config["offsets.topic.segment.bytes"]))
         return config.log_config(overrides)
 
+    @property
+    def clustered(self) -> bool:
+        return bool(self.config["zookeeper.connect"])
+
     async def start(self) -> None:
         started = time.monotonic()
         config = self.config
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        cluster_id = ensure_meta_properties(self.data_dir, config.broker_id, config["cluster.id"])
         late = _LateHandler()
         self.socket_server = SocketServer(
             late,
@@ -122,8 +134,15 @@ class KafkaServer:
         broker = BrokerInfo(
             config.broker_id, advertised_host, advertised_port, config["broker.rack"]
         )
-        self.store = LocalMetadataStore(self.data_dir, broker, cluster_id)
-        await self.store.start()
+        if self.clustered:
+            cluster_id = await self._join_cluster(broker)
+        else:
+            cluster_id = ensure_meta_properties(
+                self.data_dir, config.broker_id, config["cluster.id"]
+            )
+            self.store = LocalMetadataStore(self.data_dir, broker, cluster_id)
+            await self.store.start()
+        assert self.store is not None
         self.cache = MetadataCache(config.broker_id, cluster_id)
         topic_configs = {name: self.log_config_for(name) for name in self.store.topics()}
         self.log_manager = LogManager(self.data_dir, self.dynamic_config().log_config())
@@ -132,15 +151,20 @@ class KafkaServer:
             config.broker_id, self.log_manager, self.log_config_for
         )
         self.replica_manager.on_append = self._on_append
-        controller = LocalController(
-            self.store,
-            self.cache,
-            self.replica_manager,
-            self.log_config_for,
-            self._on_topic_deleted,
-        )
-        await controller.start()
-        self.group_coordinator = await self._start_group_coordinator()
+        if self.cluster is not None:
+            self.cluster.attach(self.cache, self.replica_manager, self.dynamic_config)
+            self.store.add_listener(self._on_cluster_metadata_change)
+            self.group_coordinator = self._cluster_group_coordinator()
+        else:
+            controller = LocalController(
+                self.store,
+                self.cache,
+                self.replica_manager,
+                self.log_config_for,
+                self._on_topic_deleted,
+            )
+            await controller.start()
+            self.group_coordinator = await self._start_group_coordinator()
         services = BrokerServices(
             config=config,
             broker=broker,
@@ -152,8 +176,17 @@ class KafkaServer:
             on_request=self.metrics.on_request,
             on_fetch=self.metrics.on_fetch,
             group_coordinator=self.group_coordinator,
+            on_topic_deleted=self._on_topic_deleted,
         )
         late.target = KafkaApis(services, default_apis())
+        if self.cluster is not None:
+            await self.cluster.register()
+            services.controller = await self.cluster.start_controller()
+            self._schedule(max(config["replica.lag.time.max.ms"] // 2, 10), self._shrink_isrs)
+            self._schedule(
+                config["replica.high.watermark.checkpoint.interval.ms"],
+                self.replica_manager.checkpoint_high_watermarks,
+            )
         if config["http.listener"]:
             _, http_host, http_port = parse_listener(config["http.listener"])
             self.http = HttpSidePort(
@@ -167,15 +200,83 @@ class KafkaServer:
             self._schedule(flush_interval, self._flush)
         self._started = True
         log.info(
-            "broker %d (cluster %s) serving Kafka on %s:%d%s, %d partitions, started in %.0f ms",
+            "broker %d (cluster %s%s) serving Kafka on %s:%d%s, %d partitions, started in %.0f ms",
             config.broker_id,
             cluster_id,
+            f", ZooKeeper {config['zookeeper.connect']}" if self.clustered else ", standalone",
             self.host,
             self.port,
             f", HTTP on {self.http.host}:{self.http.port}" if self.http else "",
-            len(self.replica_manager.partitions),
+            len(self.log_manager.all_logs()),
             (time.monotonic() - started) * 1000,
         )
+
+    async def _join_cluster(self, broker: BrokerInfo) -> str:
+        """Connect to ZooKeeper (retrying until it answers), agree on the cluster id with it
+        and with meta.properties, and open the ZooKeeper metadata store."""
+        self.cluster = ClusterMembership(self.config, broker)
+        await self.cluster.connect()
+        recorded = read_meta_properties(self.data_dir).get("cluster.id")
+        proposed = recorded or self.config["cluster.id"] or new_cluster_id()
+        cluster_id = await self.cluster.zk.get_or_create_cluster_id(proposed)
+        if recorded and recorded != cluster_id:
+            raise ValueError(
+                f"the data directory belongs to cluster {recorded}, but ZooKeeper at "
+                f"{self.config['zookeeper.connect']} holds cluster {cluster_id}"
+            )
+        ensure_meta_properties(self.data_dir, self.config.broker_id, cluster_id)
+        store = ZkMetadataStore(self.cluster.zk, broker, cluster_id)
+        await store.start()
+        self.store = store
+        return cluster_id
+
+    def _on_cluster_metadata_change(self, names: set[str]) -> None:
+        """Topic configs changed in ZooKeeper: new log configs, and the cache's copy."""
+        assert self.store is not None and self.cache is not None
+        assert self.replica_manager is not None
+        topics = self.store.topics()
+        for name in names or set(topics):
+            meta = topics.get(name)
+            if meta is None:
+                continue
+            self.cache.update_configs(name, dict(meta.configs))
+            self.replica_manager.update_log_config(name, self.log_config_for(name))
+
+    def _cluster_group_coordinator(self) -> GroupCoordinator:
+        """In a cluster this broker coordinates the groups of the __consumer_offsets partitions
+        it leads: loaded when it becomes their leader, dropped when it stops being it."""
+        assert self.replica_manager is not None
+        config = self.dynamic_config()
+        coordinator = GroupCoordinator(
+            GroupCoordinatorConfig.from_properties(config.values),
+            LogGroupStore(self.replica_manager, config["request.timeout.ms"] / 1000),
+            clock=AsyncioClock(),
+            partition_exists=self._partition_exists,
+        )
+        coordinator.start()
+        self.replica_manager.on_leader = self._on_leader
+        self.replica_manager.on_follower = self._on_follower
+        return coordinator
+
+    def _on_leader(self, partition: Partition) -> None:
+        if partition.tp.topic != GROUP_METADATA_TOPIC_NAME or self.group_coordinator is None:
+            return
+        assert self.replica_manager is not None
+        coordinator, rm, p = self.group_coordinator, self.replica_manager, partition.tp.partition
+        self._spawn(coordinator.load_partition(p, replay(rm, p)))
+
+    def _on_follower(self, partition: Partition) -> None:
+        if partition.tp.topic == GROUP_METADATA_TOPIC_NAME and self.group_coordinator is not None:
+            self.group_coordinator.unload_partition(partition.tp.partition)
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.ensure_future(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    def _shrink_isrs(self) -> None:
+        assert self.replica_manager is not None
+        self.replica_manager.shrink_isrs(self.dynamic_config()["replica.lag.time.max.ms"])
 
     async def _start_group_coordinator(self) -> GroupCoordinator:
         """Consumer groups: __consumer_offsets (created on first start), replayed, then served.
@@ -229,6 +330,8 @@ class KafkaServer:
         if not self._started or self._stopping:
             return False, "starting" if not self._stopping else "stopping"
         assert self.replica_manager is not None
+        if self.cluster is not None:
+            return self._cluster_ready()
         lagging = [
             str(p.tp)
             for p in self.replica_manager.partitions.values()
@@ -236,6 +339,24 @@ class KafkaServer:
         ]
         if lagging:
             return False, f"under-replicated: {', '.join(lagging[:10])}"
+        return True, "ready"
+
+    def _cluster_ready(self) -> tuple[bool, str]:
+        """Ready once registered, told the cluster's state by a controller, and in the ISR of
+        every partition it hosts: only then may another broker restart without loss."""
+        assert self.cluster is not None and self.cache is not None
+        if not self.cluster.registered:
+            return False, "not registered in ZooKeeper"
+        if self.cache.controller_id < 0:
+            return False, "no metadata from a controller yet"
+        me = self.config.broker_id
+        lagging = []
+        for topic in self.cache.topics():
+            for p, state in self.cache.partition_states(topic.name).items():
+                if me in state.replicas and me not in state.isr:
+                    lagging.append(f"{topic.name}-{p}")
+        if lagging:
+            return False, f"not in the ISR of: {', '.join(lagging[:10])}"
         return True, "ready"
 
     def _alive(self) -> tuple[bool, str]:
@@ -276,16 +397,26 @@ class KafkaServer:
             await self._stopped.wait()
             return
         self._stopping = True
+        if self.cluster is not None and self._started:
+            try:
+                await self.cluster.controlled_shutdown()
+            except Exception:
+                log.exception("controlled shutdown failed; stopping anyway")
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        if self.cluster is not None:
+            # Leaving ZooKeeper deregisters this broker: the controller moves what is left.
+            await self.cluster.close()
         if self.socket_server is not None:
             await self.socket_server.stop()
         if self.group_coordinator is not None:
             await self.group_coordinator.shutdown()
         if self.replica_manager is not None:
+            if self.cluster is not None:
+                self.replica_manager.checkpoint_high_watermarks()
             self.replica_manager.shutdown()
         if self.log_manager is not None:
             self.log_manager.shutdown()

@@ -50,14 +50,13 @@ def broker(
     ] = None,
     log_level: Annotated[str, typer.Option("--log-level")] = "INFO",
 ) -> None:
-    """Start a standalone broker (its metadata on its own disk)."""
+    """Start a broker: standalone (its metadata on its own disk), or a cluster member when
+    zookeeper.connect is set."""
     logging.basicConfig(
         level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     try:
         config = build_config(listen, config_file, override or [], http)
-        if config["zookeeper.connect"]:
-            raise ConfigError("zookeeper.connect", "cluster mode is not available yet")
     except ConfigError as exc:
         fail(f"invalid configuration: {exc}", 2)
     try:

@@ -2,7 +2,7 @@
 
 Records are written as one uncompressed batch per append through the replica manager, as the
 leader of the partition (acks=all); loading replays a partition from its log start to its
-high watermark, skipping control batches.
+log end, skipping control batches.
 """
 
 from __future__ import annotations
@@ -21,8 +21,9 @@ _READ_BYTES = 1 << 20
 
 
 class LogGroupStore:
-    def __init__(self, replica_manager: ReplicaManager) -> None:
+    def __init__(self, replica_manager: ReplicaManager, timeout_s: float = 5.0) -> None:
         self.replica_manager = replica_manager
+        self.timeout_s = timeout_s
 
     async def append(self, partition: int, records: list[Record]) -> None:
         if not records:
@@ -32,17 +33,24 @@ class LogGroupStore:
         )
         tp = TopicPartition(GROUP_METADATA_TOPIC_NAME, partition)
         result = self.replica_manager.append_records(tp, batch, -1, 0)
+        # Durable means on every in-sync replica: a commit acknowledged before that could be
+        # lost with this broker.
+        await self.replica_manager.wait_for_acks(tp, result, self.timeout_s)
         if result.error_code:
             raise KafkaApiError(ErrorCode(result.error_code), result.error_message)
 
 
 def replay(replica_manager: ReplicaManager, partition: int) -> Iterator[Record]:
-    """Every (key, value) below the high watermark of one __consumer_offsets partition."""
+    """Every (key, value) of one __consumer_offsets partition this broker now leads.
+
+    To its log end, not its high watermark: a new leader's high watermark lags until its
+    followers fetch again, and everything in the leader's log is what the partition will hold.
+    """
     tp = TopicPartition(GROUP_METADATA_TOPIC_NAME, partition)
     leader = replica_manager.leader_partition(tp)
     plog = leader.log
     offset = plog.log_start_offset
-    end = leader.high_watermark
+    end = plog.log_end_offset
     while offset < end:
         data = plog.read(offset, _READ_BYTES, max_offset=end).records
         if not data:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from samsa.config import KafkaConfig, LogConfig
+from samsa.controller import KafkaController
 from samsa.coordinator import GroupCoordinator
 from samsa.metadata import BrokerInfo, MetadataCache, MetadataStore
 from samsa.protocol.messages import RequestHeader
@@ -36,6 +37,12 @@ class BrokerServices:
     on_fetch: Callable[[str, int, int], None] = field(default=lambda topic, n, size: None)
     # The dispatch table (API key -> Api), for ApiVersions; set by KafkaApis.
     api_table: dict[int, Any] = field(default_factory=dict)
+    # Cluster mode: this broker's controller (active or not); None standalone.
+    controller: KafkaController | None = None
+    # A topic's deletion reached this broker: (name, partitions).
+    on_topic_deleted: Callable[[str, list[int]], None] = field(
+        default=lambda name, partitions: None
+    )
 
 
 @dataclass(slots=True)

@@ -7,7 +7,8 @@ from typing import Any
 from samsa.coordinator import GROUP_METADATA_TOPIC_NAME
 from samsa.handlers.context import BrokerServices, RequestContext
 from samsa.handlers.groups import coordinator
-from samsa.protocol.errors import ErrorCode
+from samsa.handlers.topic_admin import ensure_offsets_topic
+from samsa.protocol.errors import ErrorCode, KafkaApiError
 
 KEY = 10
 MIN_VERSION, MAX_VERSION = 0, 6
@@ -17,7 +18,7 @@ TRANSACTION_KEY_TYPE = 1
 FIRST_BATCHED = 4
 
 
-def _lookup(services: BrokerServices, key: str, key_type: int) -> dict[str, Any]:
+async def _lookup(services: BrokerServices, key: str, key_type: int) -> dict[str, Any]:
     entry: dict[str, Any] = {
         "key": key,
         "node_id": -1,
@@ -38,6 +39,13 @@ def _lookup(services: BrokerServices, key: str, key_type: int) -> dict[str, Any]
     if group_coordinator is None or not group_coordinator.is_active:
         entry["error_code"] = ErrorCode.coordinator_not_available
         return entry
+    if services.cache.topic(GROUP_METADATA_TOPIC_NAME) is None:
+        try:
+            await ensure_offsets_topic(services)
+        except KafkaApiError as exc:
+            entry["error_code"] = ErrorCode.coordinator_not_available
+            entry["error_message"] = exc.message
+            return entry
     partition = group_coordinator.partition_for(key)
     state = services.cache.partition_state(GROUP_METADATA_TOPIC_NAME, partition)
     broker = services.cache.broker(state.leader) if state is not None else None
@@ -49,12 +57,14 @@ def _lookup(services: BrokerServices, key: str, key_type: int) -> dict[str, Any]
     return entry
 
 
-def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> dict[str, Any]:
+async def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> dict[str, Any]:
     key_type = getattr(request, "key_type", GROUP_KEY_TYPE)
     if ctx.version >= FIRST_BATCHED:
         return {
             "throttle_time": 0,
-            "coordinators": [_lookup(services, k, key_type) for k in request.coordinator_keys],
+            "coordinators": [
+                await _lookup(services, k, key_type) for k in request.coordinator_keys
+            ],
         }
-    entry = _lookup(services, request.key, key_type)
+    entry = await _lookup(services, request.key, key_type)
     return {"throttle_time": 0, **entry}

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from samsa.handlers.context import BrokerServices, RequestContext
 from samsa.metadata import TopicPartition
 from samsa.protocol.errors import CloseConnection, ErrorCode
 from samsa.protocol.fast import ProducePartitionResult, ProduceTopicResult, encode_produce_response
+from samsa.protocol.messages import ms
 from samsa.protocol.produce_request import parse_produce_request
+from samsa.replica import ProducePartitionResponse
 
 KEY = 0
 # v0-v2 carry message format v0/v1, which this broker does not store: they are advertised only
@@ -24,6 +27,8 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     cache = services.cache
     replica_manager = services.replica_manager
     topics: list[ProduceTopicResult] = []
+    # acks=all partitions whose records the ISR does not have yet.
+    waiting: list[tuple[TopicPartition, ProducePartitionResponse, ProducePartitionResult]] = []
     failed = False
     bad_acks = acks not in (-1, 0, 1)
     legacy = ctx.version < FIRST_RECORD_BATCH_VERSION
@@ -55,9 +60,8 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
                     pdata.index, ErrorCode.unknown_topic_or_partition.value, -1
                 )
             else:
-                r = replica_manager.append_records(
-                    TopicPartition(name, pdata.index), pdata.records, acks, 0
-                )
+                tp = TopicPartition(name, pdata.index)
+                r = replica_manager.append_records(tp, pdata.records, acks, 0)
                 result = ProducePartitionResult(
                     pdata.index,
                     r.error_code,
@@ -66,13 +70,34 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
                     r.log_start_offset,
                     r.error_message,
                 )
+                if r.required_offset >= 0:
+                    waiting.append((tp, r, result))
             failed = failed or result.error_code != 0
             results.append(result)
         topics.append(ProduceTopicResult(name, results))
+    if waiting:
+        return _await_acks(services, ctx, topics, waiting, ms(request.timeout))
     if acks == 0:
         # The producer reads no answer, so closing the connection is how it learns of an error
         # (Kafka does the same) and refreshes its metadata.
         if failed:
             raise CloseConnection
         return None
+    return [encode_produce_response(ctx.version, ctx.header.correlation_id, topics)]
+
+
+async def _await_acks(
+    services: BrokerServices,
+    ctx: RequestContext,
+    topics: list[ProduceTopicResult],
+    waiting: list[tuple[TopicPartition, ProducePartitionResponse, ProducePartitionResult]],
+    timeout_ms: int,
+) -> Any:
+    """acks=all: answer once every partition's records are on its whole ISR, or time out."""
+    manager = services.replica_manager
+    await asyncio.gather(*(manager.wait_for_acks(tp, r, timeout_ms / 1000) for tp, r, _ in waiting))
+    for _, r, result in waiting:
+        result.error_code = r.error_code
+        if r.error_code:
+            result.base_offset = -1
     return [encode_produce_response(ctx.version, ctx.header.correlation_id, topics)]

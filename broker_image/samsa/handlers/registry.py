@@ -6,7 +6,10 @@ from types import ModuleType
 
 from samsa.handlers import (
     alter_configs,
+    alter_partition,
+    alter_partition_reassignments,
     api_versions,
+    controlled_shutdown,
     create_partitions,
     create_topics,
     delete_groups,
@@ -14,20 +17,26 @@ from samsa.handlers import (
     describe_cluster,
     describe_configs,
     describe_groups,
+    elect_leaders,
     fetch,
     find_coordinator,
     heartbeat,
     incremental_alter_configs,
     join_group,
+    leader_and_isr,
     leave_group,
     list_groups,
     list_offsets,
+    list_partition_reassignments,
     metadata,
     offset_commit,
     offset_delete,
     offset_fetch,
+    offset_for_leader_epoch,
     produce,
+    stop_replica,
     sync_group,
+    update_metadata,
 )
 from samsa.handlers.apis import Api
 
@@ -55,7 +64,19 @@ MODULES: tuple[ModuleType, ...] = (
     list_groups,
     delete_groups,
     offset_delete,
+    offset_for_leader_epoch,
+    elect_leaders,
+    alter_partition_reassignments,
+    list_partition_reassignments,
+    leader_and_isr,
+    stop_replica,
+    update_metadata,
+    controlled_shutdown,
+    alter_partition,
 )
+
+# Kafka's names for the controller APIs kio (built for Kafka 4) no longer knows.
+_NAMES = {4: "leader_and_isr", 5: "stop_replica", 6: "update_metadata", 7: "controlled_shutdown"}
 
 
 def default_apis() -> list[Api]:
@@ -63,7 +84,8 @@ def default_apis() -> list[Api]:
 
     apis = []
     for module in MODULES:
-        name = "".join(part.capitalize() for part in api_key_map[module.KEY].split("_"))
+        raw = api_key_map.get(module.KEY) or _NAMES[module.KEY]
+        name = "".join(part.capitalize() for part in raw.split("_"))
         apis.append(
             Api(
                 module.KEY,

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 
 from samsa.config import TOPIC_CONFIG, ConfigError, LogConfig
+from samsa.coordinator import GROUP_METADATA_TOPIC_NAME
 from samsa.handlers.context import BrokerServices
 from samsa.metadata import TopicMetadata, validate_topic_name
 from samsa.metadata.assignment import assign_replicas
@@ -120,6 +122,31 @@ async def auto_create_topic(services: BrokerServices, name: str) -> TopicMetadat
             return services.cache.topic(name)
         raise
     return await create_topic(services, name, plan, clean)
+
+
+async def ensure_offsets_topic(services: BrokerServices) -> None:
+    """Create __consumer_offsets on first use, as Kafka does: offsets.topic.num.partitions
+    partitions, offsets.topic.replication.factor replicas, compacted.  Refused (the client
+    retries) while fewer brokers are alive than the replication factor asks."""
+    config = services.dynamic_config()
+    rf = config["offsets.topic.replication.factor"]
+    live = len(services.cache.brokers())
+    if live < rf:
+        raise KafkaApiError(
+            ErrorCode.coordinator_not_available,
+            f"Number of alive brokers '{live}' does not meet the required replication factor "
+            f"'{rf}' for the offsets topic (configured via 'offsets.topic.replication.factor').",
+        )
+    name = GROUP_METADATA_TOPIC_NAME
+    if name in services.store.topics():
+        return
+    configs = {
+        "cleanup.policy": "compact",
+        "segment.bytes": str(config["offsets.topic.segment.bytes"]),
+    }
+    plan = assign_replicas(services.cache.brokers(), config["offsets.topic.num.partitions"], rf)
+    with contextlib.suppress(Exception):
+        await create_topic(services, name, plan, configs)
 
 
 def topic_config_entries(services: BrokerServices, topic: TopicMetadata) -> list[dict[str, object]]:

@@ -312,6 +312,12 @@ class Log:
             self.append_listener(info, headers)
         return info
 
+    def assign_epoch(self, epoch: int, start_offset: int) -> None:
+        """Record that ``epoch`` starts at ``start_offset`` (a new leader's first offset), so
+        OffsetForLeaderEpoch answers correctly before its first append."""
+        self._maybe_assign_epoch(epoch, start_offset)
+        self.leader_epoch_cache.flush()
+
     def _maybe_assign_epoch(self, epoch: int, start_offset: int) -> None:
         latest = self.leader_epoch_cache.latest_epoch
         if latest is None or epoch > latest:

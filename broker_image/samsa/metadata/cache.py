@@ -36,6 +36,31 @@ class MetadataCache:
     def update_partition_state(self, state: PartitionState) -> None:
         self._states.setdefault(state.topic, {})[state.partition] = state
 
+    def apply_partition_states(
+        self,
+        name: str,
+        topic_id: uuid.UUID,
+        states: list[PartitionState],
+        configs: dict[str, str],
+        internal: bool,
+    ) -> None:
+        """Merge a controller's UpdateMetadata for one topic into what we know of it."""
+        merged = dict(self._states.get(name, {}))
+        old = self._topics.get(name)
+        if old is not None and old.topic_id != topic_id:
+            merged = {}  # the same name, a new topic: nothing of the old one applies
+        for state in states:
+            merged[state.partition] = state
+        assignment = {p: list(s.replicas) for p, s in sorted(merged.items())}
+        self.update_topic(TopicMetadata(name, topic_id, assignment, configs, internal), merged)
+
+    def update_configs(self, name: str, configs: dict[str, str]) -> None:
+        topic = self._topics.get(name)
+        if topic is not None and topic.configs != configs:
+            self._topics[name] = TopicMetadata(
+                name, topic.topic_id, topic.assignment, dict(configs), topic.internal
+            )
+
     def remove_topic(self, name: str) -> None:
         topic = self._topics.pop(name, None)
         if topic is not None:

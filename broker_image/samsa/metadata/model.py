@@ -63,3 +63,6 @@ class PartitionState:
     isr: tuple[int, ...]
     offline_replicas: tuple[int, ...] = ()
     partition_epoch: int = 0
+    # A reassignment in progress: replicas being added and removed (KIP-455).
+    adding: tuple[int, ...] = ()
+    removing: tuple[int, ...] = ()

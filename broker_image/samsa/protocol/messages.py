@@ -16,6 +16,8 @@ from kio.index import UnknownEntity, load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 
+from samsa.protocol import controller_apis
+
 _HEADER = struct.Struct(">hhih")
 _SIZE = struct.Struct(">i")
 _PEEK = struct.Struct(">hhi")
@@ -95,12 +97,14 @@ def peek_api(frame: bytes | memoryview) -> tuple[int, int, int]:
 
 @cache
 def request_type(api_key: int, version: int) -> Any:
-    return load_request_schema(api_key, version)
+    own = controller_apis.REQUESTS.get((api_key, version))
+    return own if own is not None else load_request_schema(api_key, version)
 
 
 @cache
 def response_type(api_key: int, version: int) -> Any:
-    return load_response_schema(api_key, version)
+    own = controller_apis.RESPONSES.get((api_key, version))
+    return own if own is not None else load_response_schema(api_key, version)
 
 
 @cache
@@ -135,6 +139,42 @@ def decode_request(api_key: int, version: int, frame: bytes | memoryview, offset
     except Exception as exc:  # kio raises a variety of errors on malformed input
         raise InvalidRequestError(f"cannot decode {cls.__name__}: {exc}") from exc
     return value
+
+
+def encode_request(
+    api_key: int, version: int, correlation_id: int, client_id: str | None, body: Any
+) -> bytes:
+    """A whole request frame: size prefix, request header (v1, or v2 when flexible), body."""
+    cls = request_type(api_key, version)
+    out = io.BytesIO()
+    out.write(b"\0\0\0\0")
+    raw = client_id.encode() if client_id is not None else b""
+    out.write(_HEADER.pack(api_key, version, correlation_id, -1 if client_id is None else len(raw)))
+    out.write(raw)
+    if cls.__flexible__:
+        out.write(b"\0")  # no tagged fields in the header
+    _writer(cls)(out, body)
+    frame = out.getbuffer()
+    _SIZE.pack_into(frame, 0, len(frame) - 4)
+    del frame
+    return out.getvalue()
+
+
+def decode_response(api_key: int, version: int, frame: bytes | memoryview) -> tuple[int, Any]:
+    """(correlation id, body) of a response frame without its size prefix."""
+    cls = response_type(api_key, version)
+    if isinstance(frame, memoryview) and not frame.readonly:
+        frame = frame.toreadonly()
+    (correlation_id,) = _SIZE.unpack_from(frame, 0)
+    pos = 4
+    # ApiVersions answers with header v0 whatever its version, so the client can read it.
+    if cls.__flexible__ and api_key != 18:
+        pos = skip_tagged_fields(frame, pos)
+    try:
+        value, _size = _reader(cls)(frame, pos)
+    except Exception as exc:
+        raise InvalidRequestError(f"cannot decode {cls.__name__}: {exc}") from exc
+    return correlation_id, value
 
 
 def encode_response(api_key: int, version: int, correlation_id: int, body: Any) -> bytes:

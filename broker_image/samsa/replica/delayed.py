@@ -51,7 +51,8 @@ class DataWaiters:
             return False
         fut = self.watch(partitions)
         try:
-            await asyncio.wait_for(asyncio.shield(fut), timeout_s)
+            async with asyncio.timeout(timeout_s):
+                await asyncio.shield(fut)
             return True
         except TimeoutError:
             return False

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 import uuid
@@ -15,7 +16,8 @@ from samsa.protocol.errors import ErrorCode, KafkaApiError
 from samsa.protocol.fileregion import FileRegion
 from samsa.protocol.records import CorruptRecordError, RecordTooLargeError, validate_batches
 from samsa.replica.delayed import DataWaiters
-from samsa.replica.partition import Partition, ProducePartitionResponse
+from samsa.replica.fetcher import ReplicaFetcherManager
+from samsa.replica.partition import AlterIsr, Partition, ProducePartitionResponse
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +48,24 @@ class FetchPartitionResponse:
     messages: int = 0  # records in the batches returned (the first batch counts whole)
 
 
+@dataclass(slots=True)
+class LeaderAndIsrPartition:
+    """One partition of a controller's LeaderAndIsr request."""
+
+    state: PartitionState
+    topic_id: uuid.UUID
+    is_new: bool = False
+
+
 class ReplicaManager:
+    """The partitions this broker hosts, as leader or follower, and the paths through them.
+
+    In a cluster the controller drives leadership with LeaderAndIsr and StopReplica, each
+    carrying its epoch: a request from an older controller epoch than one already seen is
+    refused (STALE_CONTROLLER_EPOCH), the split-brain fence.  Standalone, the local
+    controller makes this broker leader of everything.
+    """
+
     def __init__(
         self,
         broker_id: int,
@@ -60,26 +79,157 @@ class ReplicaManager:
         self.partitions: dict[TopicPartition, Partition] = {}
         self.waiters = DataWaiters()
         self.now_ms = now_ms or (lambda: int(time.time() * 1000))
+        self.controller_epoch = -1
+        # Brokers the controller named as leaders (host, port), before UpdateMetadata arrives.
+        self.known_brokers: dict[int, tuple[str, int]] = {}
+        self._checkpointed_hw = log_manager.read_high_watermarks()
+        # Cluster mode only: the followers' fetchers and the ISR-change channel.
+        self.fetcher_manager: ReplicaFetcherManager | None = None
+        self.alter_isr: AlterIsr | None = None
         # Metrics hooks; the broker wires prometheus counters in.
         self.on_append: Callable[[TopicPartition, int, int], None] = lambda tp, n, b: None
+        # Leadership hooks (the group coordinator follows __consumer_offsets leadership).
+        self.on_leader: Callable[[Partition], None] = lambda p: None
+        self.on_follower: Callable[[Partition], None] = lambda p: None
 
     # leadership
 
-    def become_leader(self, state: PartitionState, topic_id: uuid.UUID) -> Partition:
-        tp = TopicPartition(state.topic, state.partition)
+    def _get_or_create(self, tp: TopicPartition, topic_id: uuid.UUID) -> Partition:
         partition = self.partitions.get(tp)
         if partition is None:
             plog = self.log_manager.get_or_create_log(
                 tp.topic, tp.partition, self.log_config_for(tp.topic)
             )
-            partition = Partition(tp, topic_id, plog, self.broker_id, self.waiters.notify)
+            partition = Partition(
+                tp,
+                topic_id,
+                plog,
+                self.broker_id,
+                self.waiters.notify,
+                self.now_ms,
+                self.alter_isr,
+                self._checkpointed_hw.get((tp.topic, tp.partition)),
+            )
             self.partitions[tp] = partition
         partition.topic_id = topic_id
-        partition.make_leader(state)
         return partition
+
+    def become_leader(self, state: PartitionState, topic_id: uuid.UUID) -> Partition:
+        """Standalone: this broker leads ``state``'s partition."""
+        partition = self._get_or_create(TopicPartition(state.topic, state.partition), topic_id)
+        if partition.make_leader(state):
+            self.on_leader(partition)
+        return partition
+
+    def check_controller_epoch(self, controller_epoch: int) -> bool:
+        """The split-brain fence: False for a request from an older controller."""
+        if controller_epoch < self.controller_epoch:
+            return False
+        self.controller_epoch = controller_epoch
+        return True
+
+    def become_leader_or_follower(
+        self, controller_epoch: int, partitions: Iterable[LeaderAndIsrPartition]
+    ) -> dict[TopicPartition, ErrorCode]:
+        """Apply a controller's LeaderAndIsr; per-partition errors (a stale leader epoch gets
+        FENCED_LEADER_EPOCH and changes nothing)."""
+        errors: dict[TopicPartition, ErrorCode] = {}
+        if not self.check_controller_epoch(controller_epoch):
+            return {
+                TopicPartition(p.state.topic, p.state.partition): ErrorCode.stale_controller_epoch
+                for p in partitions
+            }
+        new_followers: list[Partition] = []
+        for item in partitions:
+            state = item.state
+            tp = TopicPartition(state.topic, state.partition)
+            if self.broker_id not in state.replicas:
+                errors[tp] = ErrorCode.unknown_topic_or_partition
+                continue
+            existing = self.partitions.get(tp)
+            if existing is not None and not existing.is_newer(state):
+                errors[tp] = ErrorCode.fenced_leader_epoch
+                continue
+            try:
+                partition = self._get_or_create(tp, item.topic_id)
+            except OSError as exc:
+                log.error("cannot open the log of %s: %s", tp, exc)
+                errors[tp] = ErrorCode.kafka_storage_error
+                continue
+            errors[tp] = ErrorCode.none
+            if state.leader == self.broker_id:
+                if self.fetcher_manager is not None:
+                    self.fetcher_manager.remove([tp])
+                if partition.make_leader(state):
+                    log.info(
+                        "%s: leader at epoch %d, ISR %s", tp, state.leader_epoch, list(state.isr)
+                    )
+                    self.on_leader(partition)
+            elif state.leader >= 0:
+                was_leader = partition.is_leader
+                if partition.make_follower(state) or (
+                    self.fetcher_manager is not None
+                    and self.fetcher_manager.following(tp) != state.leader
+                ):
+                    new_followers.append(partition)
+                if was_leader:
+                    self.on_follower(partition)
+                self.waiters.notify(tp)
+            else:
+                was_leader = partition.is_leader
+                partition._apply(state)
+                partition.make_offline()
+                if self.fetcher_manager is not None:
+                    self.fetcher_manager.remove([tp])
+                if was_leader:
+                    self.on_follower(partition)
+                self.waiters.notify(tp)
+        if new_followers and self.fetcher_manager is not None:
+            for partition in new_followers:
+                log.info(
+                    "%s: following broker %d at epoch %d",
+                    partition.tp,
+                    partition.leader_id,
+                    partition.leader_epoch,
+                )
+            self.fetcher_manager.add(new_followers)
+        return errors
+
+    def stop_replicas(
+        self, controller_epoch: int, partitions: Iterable[tuple[TopicPartition, int, bool]]
+    ) -> dict[TopicPartition, ErrorCode]:
+        """StopReplica: stop fetching or leading (tp, leader epoch, delete the log?)."""
+        if not self.check_controller_epoch(controller_epoch):
+            return {tp: ErrorCode.stale_controller_epoch for tp, _, _ in partitions}
+        errors = {}
+        for tp, leader_epoch, delete in partitions:
+            partition = self.partitions.get(tp)
+            if (
+                partition is not None
+                and leader_epoch >= 0
+                and partition.leader_epoch > leader_epoch
+                and not delete
+            ):
+                errors[tp] = ErrorCode.fenced_leader_epoch
+                continue
+            if self.fetcher_manager is not None:
+                self.fetcher_manager.remove([tp])
+            if partition is not None:
+                was_leader = partition.is_leader
+                partition.make_offline()
+                if was_leader:
+                    self.on_follower(partition)
+            if delete:
+                self.stop_replica(tp, delete=True)
+            errors[tp] = ErrorCode.none
+        return errors
 
     def stop_replica(self, tp: TopicPartition, delete: bool) -> None:
         partition = self.partitions.pop(tp, None)
+        if partition is not None:
+            partition.make_offline()
+        if self.fetcher_manager is not None:
+            self.fetcher_manager.remove([tp])
         if delete:
             self.log_manager.delete_log(tp.topic, tp.partition)
         if partition is not None:
@@ -99,6 +249,27 @@ class ReplicaManager:
             raise KafkaApiError(ErrorCode.not_leader_or_follower)
         return partition
 
+    def shrink_isrs(self, max_lag_ms: int) -> None:
+        """The periodic ISR check of every partition this broker leads."""
+        for partition in list(self.partitions.values()):
+            lagging = partition.maybe_shrink_isr(max_lag_ms)
+            if lagging:
+                log.info(
+                    "%s: replicas %s are out of sync (no catch-up in %d ms); shrinking the ISR",
+                    partition.tp,
+                    list(lagging),
+                    max_lag_ms,
+                )
+
+    def checkpoint_high_watermarks(self) -> None:
+        self.log_manager.write_high_watermarks(
+            {(tp.topic, tp.partition): p.high_watermark for tp, p in self.partitions.items()}
+        )
+
+    def on_follower_appended(self, partition: Partition, messages: int, size: int) -> None:
+        self.on_append(partition.tp, messages, size)
+        self.waiters.notify(partition.tp)
+
     # produce
 
     def append_records(
@@ -108,7 +279,10 @@ class ReplicaManager:
         required_acks: int,
         max_message_bytes: int,
     ) -> ProducePartitionResponse:
-        """Validate and append one partition's batches as leader; errors become codes."""
+        """Validate and append one partition's batches as leader; errors become codes.
+
+        With acks=all the response carries the offset the high watermark must reach before
+        the producer is answered (see ``wait_for_acks``)."""
         try:
             partition = self.leader_partition(tp)
             if not records:
@@ -131,11 +305,38 @@ class ReplicaManager:
                 error_code=ErrorCode.kafka_storage_error.value, error_message=str(exc)
             )
         self.on_append(tp, info.num_messages, info.valid_bytes)
+        required = info.last_offset + 1
         return ProducePartitionResponse(
             base_offset=info.first_offset,
             log_append_time_ms=info.log_append_time,
             log_start_offset=info.log_start_offset,
+            required_offset=required
+            if required_acks == -1 and partition.high_watermark < required
+            else -1,
         )
+
+    async def wait_for_acks(
+        self, tp: TopicPartition, response: ProducePartitionResponse, timeout_s: float
+    ) -> None:
+        """acks=all: wait until the ISR has the appended records (Kafka's DelayedProduce).
+
+        REQUEST_TIMED_OUT if they do not in time, NOT_LEADER_OR_FOLLOWER if leadership moves,
+        NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below min.insync.replicas."""
+        if response.required_offset < 0 or response.error_code:
+            return
+        partition = self.partitions.get(tp)
+        if partition is None:
+            response.error_code = ErrorCode.not_leader_or_follower.value
+            return
+        try:
+            async with asyncio.timeout(timeout_s):
+                code = await partition.wait_for_high_watermark(response.required_offset)
+        except TimeoutError:
+            code = ErrorCode.request_timed_out.value
+        if code == 0 and len(partition.isr) < partition.log.config.min_insync_replicas:
+            code = ErrorCode.not_enough_replicas_after_append.value
+        response.error_code = code
+        response.required_offset = -1
 
     # fetch
 
@@ -167,6 +368,8 @@ class ReplicaManager:
                 )
                 continue
             plog = partition.log
+            if replica_id >= 0 and req.fetch_offset <= plog.log_end_offset:
+                partition.update_follower_fetch_state(replica_id, req.fetch_offset)
             resp.high_watermark = partition.high_watermark
             resp.last_stable_offset = partition.high_watermark
             resp.log_start_offset = plog.log_start_offset
@@ -231,4 +434,6 @@ class ReplicaManager:
         return hit[1], hit[0], epoch
 
     def shutdown(self) -> None:
+        for partition in self.partitions.values():
+            partition.fail_waiters(ErrorCode.not_leader_or_follower)
         self.waiters.notify_all()

@@ -1,10 +1,21 @@
-"""Partition: one topic partition on this broker, its log, leadership and high watermark."""
+"""Partition: one topic partition on this broker, its log, leadership, ISR and high watermark.
+
+As leader it tracks each follower's log end offset from its fetches, advances the high
+watermark to the smallest log end offset in the ISR, and proposes ISR changes (a follower that
+lags longer than replica.lag.time.max.ms leaves, one that caught up joins) to the controller
+through an injected ``alter_isr`` callback: the change takes effect when the controller has
+committed it.  While a change is in flight the high watermark is computed over the larger of
+the two ISRs (Kafka's "maximal ISR", KIP-497), so a shrink never lets it advance early.
+
+Everything here is synchronous and does no I/O; the replica manager drives it.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from samsa.log import Log, LogAppendInfo
 from samsa.metadata.model import PartitionState, TopicPartition
@@ -19,16 +30,40 @@ class ProducePartitionResponse:
     log_append_time_ms: int = -1
     log_start_offset: int = -1
     error_message: str | None = None
+    # acks=all: the offset the high watermark must pass before the answer (-1: none).
+    required_offset: int = -1
+
+
+@dataclass(slots=True)
+class ReplicaState:
+    """What the leader knows of one follower."""
+
+    log_end_offset: int = -1
+    last_caught_up_ms: int = 0
+    last_fetch_ms: int = 0
+    # The leader's log end offset when this follower last fetched.
+    last_fetch_leader_leo: int = -1
+
+
+@dataclass(slots=True)
+class PendingIsr:
+    """An ISR change sent to the controller and not yet answered."""
+
+    isr: tuple[int, ...]
+    # The ISR the high watermark is computed over meanwhile: the union of old and new.
+    maximal: tuple[int, ...]
+
+
+@dataclass(order=True, slots=True)
+class _AckWaiter:
+    offset: int
+    future: asyncio.Future[int] = field(compare=False)
+
+
+AlterIsr = Callable[["Partition", tuple[int, ...]], None]
 
 
 class Partition:
-    """The leader (or follower) replica of one partition on this broker.
-
-    The high watermark is the smallest log end offset among the in-sync replicas; with one
-    replica it follows the leader's log end offset.  Followers' offsets are tracked here so
-    that replication slots in without changing the produce and fetch paths.
-    """
-
     def __init__(
         self,
         tp: TopicPartition,
@@ -36,6 +71,9 @@ class Partition:
         log: Log,
         broker_id: int,
         on_data: Callable[[TopicPartition], None],
+        now_ms: Callable[[], int],
+        alter_isr: AlterIsr | None = None,
+        high_watermark: int | None = None,
     ) -> None:
         self.tp = tp
         self.topic_id = topic_id
@@ -43,44 +81,90 @@ class Partition:
         self.broker_id = broker_id
         self.leader_id = -1
         self.leader_epoch = -1
-        self.partition_epoch = 0
+        self.partition_epoch = -1
+        self.controller_epoch = -1
         self.replicas: tuple[int, ...] = ()
         self.isr: tuple[int, ...] = ()
-        self.follower_end_offsets: dict[int, int] = {}
-        self.high_watermark = log.log_end_offset
+        self.adding: tuple[int, ...] = ()
+        self.removing: tuple[int, ...] = ()
+        self.pending: PendingIsr | None = None
+        self.remote: dict[int, ReplicaState] = {}
+        # The offset at which this broker's current leadership began (for ISR expansion).
+        self.leader_epoch_start_offset = -1
+        start = log.log_end_offset if high_watermark is None else high_watermark
+        self.high_watermark = max(min(start, log.log_end_offset), log.log_start_offset)
         self._on_data = on_data
+        self._now_ms = now_ms
+        self._alter_isr = alter_isr
+        self._ack_waiters: list[_AckWaiter] = []
+
+    # ------------------------------------------------------------------ roles
 
     @property
     def is_leader(self) -> bool:
         return self.leader_id == self.broker_id
 
-    def make_leader(self, state: PartitionState) -> None:
+    @property
+    def maximal_isr(self) -> tuple[int, ...]:
+        return self.pending.maximal if self.pending is not None else self.isr
+
+    def is_newer(self, state: PartitionState) -> bool:
+        """Whether a controller's state for this partition is newer than what we have."""
+        if state.leader_epoch != self.leader_epoch:
+            return state.leader_epoch > self.leader_epoch
+        return state.partition_epoch > self.partition_epoch
+
+    def _apply(self, state: PartitionState) -> None:
         self.leader_id = state.leader
         self.leader_epoch = state.leader_epoch
         self.partition_epoch = state.partition_epoch
         self.replicas = state.replicas
         self.isr = state.isr
-        self.follower_end_offsets = {
-            r: self.follower_end_offsets.get(r, -1) for r in state.replicas if r != self.broker_id
-        }
-        self._maybe_advance_high_watermark()
+        self.adding = state.adding
+        self.removing = state.removing
+        self.pending = None
 
-    def _maybe_advance_high_watermark(self) -> bool:
-        hw = self.log.log_end_offset
-        for replica in self.isr:
-            if replica != self.broker_id:
-                hw = min(hw, self.follower_end_offsets.get(replica, -1))
-        hw = max(hw, self.log.log_start_offset)
-        if hw > self.high_watermark or hw < self.log.log_start_offset:
-            self.high_watermark = hw
-            return True
-        if self.high_watermark > self.log.log_end_offset:
-            self.high_watermark = self.log.log_end_offset
-        return False
+    def make_leader(self, state: PartitionState) -> bool:
+        """Take leadership (or an update of it); True if this broker just became leader."""
+        became = not self.is_leader or state.leader_epoch != self.leader_epoch
+        self._apply(state)
+        now = self._now_ms()
+        leo = self.log.log_end_offset
+        if became:
+            # Followers must prove themselves again: reset what we knew of them (Kafka does).
+            self.remote = {r: ReplicaState(last_caught_up_ms=now) for r in state.replicas}
+            self.leader_epoch_start_offset = leo
+            if state.leader_epoch >= 0:
+                self.log.assign_epoch(state.leader_epoch, leo)
+        else:
+            self.remote = {
+                r: self.remote.get(r) or ReplicaState(last_caught_up_ms=now) for r in state.replicas
+            }
+        self.remote.pop(self.broker_id, None)
+        self._maybe_advance_high_watermark()
+        return became
+
+    def make_follower(self, state: PartitionState) -> bool:
+        """Follow ``state.leader``; True if the leader or its epoch changed (refetch needed)."""
+        changed = self.leader_id != state.leader or self.leader_epoch != state.leader_epoch
+        was_leader = self.is_leader
+        self._apply(state)
+        self.remote = {}
+        if was_leader:
+            self.fail_waiters(ErrorCode.not_leader_or_follower)
+        return changed
+
+    def make_offline(self) -> None:
+        self.leader_id = -1
+        self.pending = None
+        self.remote = {}
+        self.fail_waiters(ErrorCode.not_leader_or_follower)
+
+    # ------------------------------------------------------------------ produce (leader)
 
     def append_records_to_leader(
         self,
-        records: bytes,
+        records: bytes | memoryview,
         headers: list[BatchHeader],
         required_acks: int,
         min_insync_replicas: int,
@@ -98,6 +182,135 @@ class Partition:
         self._on_data(self.tp)
         return info
 
+    def wait_for_high_watermark(self, offset: int) -> asyncio.Future[int]:
+        """A future resolved with ErrorCode.none once the high watermark reaches ``offset``,
+        or with an error code if this broker stops leading first."""
+        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        if self.high_watermark >= offset:
+            future.set_result(ErrorCode.none.value)
+        elif not self.is_leader:
+            future.set_result(ErrorCode.not_leader_or_follower.value)
+        else:
+            self._ack_waiters.append(_AckWaiter(offset, future))
+        return future
+
+    def fail_waiters(self, error: ErrorCode) -> None:
+        waiters, self._ack_waiters = self._ack_waiters, []
+        for w in waiters:
+            if not w.future.done():
+                w.future.set_result(error.value)
+
+    def _complete_waiters(self) -> None:
+        if not self._ack_waiters:
+            return
+        hw = self.high_watermark
+        still = []
+        for w in self._ack_waiters:
+            if w.future.done():
+                continue
+            if w.offset <= hw:
+                w.future.set_result(ErrorCode.none.value)
+            else:
+                still.append(w)
+        self._ack_waiters = still
+
+    # ------------------------------------------------------------------ followers' fetches
+
+    def update_follower_fetch_state(self, replica_id: int, fetch_offset: int) -> None:
+        """A follower fetched from ``fetch_offset``: it has everything below it."""
+        state = self.remote.get(replica_id)
+        if state is None:
+            return  # not (or no longer) a replica: its fetch is answered, its offset ignored
+        now = self._now_ms()
+        leo = self.log.log_end_offset
+        if fetch_offset >= leo:
+            state.last_caught_up_ms = now
+        elif fetch_offset >= state.last_fetch_leader_leo >= 0:
+            state.last_caught_up_ms = max(state.last_caught_up_ms, state.last_fetch_ms)
+        state.log_end_offset = fetch_offset
+        state.last_fetch_ms = now
+        state.last_fetch_leader_leo = leo
+        self._maybe_expand_isr(replica_id, state)
+        self._maybe_advance_high_watermark()
+
+    def _maybe_expand_isr(self, replica_id: int, state: ReplicaState) -> None:
+        if self.pending is not None or replica_id in self.isr or self._alter_isr is None:
+            return
+        if replica_id not in self.replicas:
+            return
+        if (
+            state.log_end_offset >= self.high_watermark
+            and state.log_end_offset >= self.leader_epoch_start_offset
+        ):
+            self._propose(tuple(sorted({*self.isr, replica_id})))
+
+    def maybe_shrink_isr(self, max_lag_ms: int) -> tuple[int, ...]:
+        """Propose dropping followers that have not caught up for ``max_lag_ms``; returns
+        the out-of-sync replicas found."""
+        if not self.is_leader or self.pending is not None or self._alter_isr is None:
+            return ()
+        now = self._now_ms()
+        leo = self.log.log_end_offset
+        lagging = tuple(
+            r
+            for r in self.isr
+            if r != self.broker_id
+            and (state := self.remote.get(r)) is not None
+            and state.log_end_offset < leo
+            and now - state.last_caught_up_ms > max_lag_ms
+        )
+        if lagging:
+            self._propose(tuple(r for r in self.isr if r not in lagging))
+        return lagging
+
+    def _propose(self, isr: tuple[int, ...]) -> None:
+        assert self._alter_isr is not None
+        self.pending = PendingIsr(isr, tuple(sorted({*self.isr, *isr})))
+        self._alter_isr(self, isr)
+
+    def on_isr_committed(
+        self, isr: tuple[int, ...], leader_epoch: int, partition_epoch: int
+    ) -> None:
+        """The controller answered our proposal with the committed state."""
+        if leader_epoch != self.leader_epoch:
+            self.pending = None
+            return
+        self.isr = isr
+        self.partition_epoch = partition_epoch
+        self.pending = None
+        self._maybe_advance_high_watermark()
+
+    def on_isr_failed(self) -> None:
+        """The proposal was refused or lost: forget it, and propose again when it applies."""
+        self.pending = None
+
+    # ------------------------------------------------------------------ high watermark
+
+    def _maybe_advance_high_watermark(self) -> bool:
+        if not self.is_leader:
+            return False
+        hw = self.log.log_end_offset
+        for replica in self.maximal_isr:
+            if replica != self.broker_id:
+                state = self.remote.get(replica)
+                hw = min(hw, state.log_end_offset if state is not None else -1)
+        hw = max(hw, self.log.log_start_offset)
+        if hw > self.high_watermark:
+            self.high_watermark = hw
+            self._complete_waiters()
+            # Consumers parked on this partition may now read what just became committed.
+            self._on_data(self.tp)
+            return True
+        if self.high_watermark > self.log.log_end_offset:
+            self.high_watermark = self.log.log_end_offset
+        return False
+
+    def update_follower_high_watermark(self, leader_hw: int) -> None:
+        """A follower's high watermark: the leader's, bounded by what it has itself."""
+        hw = max(min(leader_hw, self.log.log_end_offset), self.log.log_start_offset)
+        if hw != self.high_watermark:
+            self.high_watermark = hw
+
     def fetch_upper_bound(self, isolation_level: int, for_replica: bool) -> int:
         """Consumers read below the high watermark; followers read to the log end."""
         if for_replica:
@@ -107,3 +320,6 @@ class Partition:
     def after_log_truncated(self) -> None:
         self.high_watermark = min(self.high_watermark, self.log.log_end_offset)
         self.high_watermark = max(self.high_watermark, self.log.log_start_offset)
+
+    def in_sync_replicas_below(self, min_insync: int) -> bool:
+        return len(self.isr) < min_insync

@@ -1,0 +1,128 @@
+"""BrokerConnection: one TCP connection to a broker, with pipelined requests.
+
+Requests are written in order and their futures resolved by correlation id as responses
+arrive; Kafka answers in order on a connection, so a response that does not match the oldest
+outstanding request means the stream is broken and the connection is closed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import struct
+from collections import OrderedDict
+from typing import Any
+
+from samsa.protocol.messages import decode_response, encode_request
+
+log = logging.getLogger(__name__)
+
+_SIZE = struct.Struct(">i")
+# Responses larger than this are a broken stream, not a Kafka answer.
+_MAX_RESPONSE = 512 * 1024 * 1024
+
+
+class ConnectionClosed(ConnectionError):
+    """The connection is gone; the request may or may not have reached the broker."""
+
+
+class BrokerConnection:
+    def __init__(self, host: str, port: int, client_id: str = "samsa") -> None:
+        self.host = host
+        self.port = port
+        self.client_id = client_id
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._pending: OrderedDict[int, tuple[int, int, asyncio.Future[Any]]] = OrderedDict()
+        self._ids = itertools.count(1)
+        self._read_task: asyncio.Task[None] | None = None
+        self._closed = False
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    async def connect(self, timeout_s: float = 5.0) -> BrokerConnection:
+        # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow a cancellation
+        # that arrives as the awaited operation completes, leaving the caller uncancellable.
+        async with asyncio.timeout(timeout_s):
+            self._reader, self._writer = await asyncio.open_connection(
+                self.host, self.port, limit=1 << 20
+            )
+        self._read_task = asyncio.create_task(self._read_loop())
+        return self
+
+    async def request(self, api_key: int, version: int, body: Any, timeout_s: float = 30.0) -> Any:
+        """Send one request and wait for its decoded response body."""
+        if self._closed or self._writer is None:
+            raise ConnectionClosed(f"connection to {self.host}:{self.port} is closed")
+        correlation_id = next(self._ids) & 0x7FFFFFFF
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._pending[correlation_id] = (api_key, version, future)
+        try:
+            self._writer.write(
+                encode_request(api_key, version, correlation_id, self.client_id, body)
+            )
+            async with asyncio.timeout(timeout_s):
+                return await asyncio.shield(future)
+        except TimeoutError:
+            # The answer may still come, but this stream is now out of step with its caller.
+            self.close()
+            raise
+        finally:
+            self._pending.pop(correlation_id, None)
+
+    async def _read_loop(self) -> None:
+        assert self._reader is not None
+        error: BaseException = ConnectionClosed(f"connection to {self.host}:{self.port} closed")
+        try:
+            while True:
+                (size,) = _SIZE.unpack(await self._reader.readexactly(4))
+                if not 4 <= size <= _MAX_RESPONSE:
+                    raise ConnectionClosed(f"bad response size {size} from {self.host}")
+                frame = await self._reader.readexactly(size)
+                (correlation_id,) = _SIZE.unpack_from(frame, 0)
+                entry = self._pending.get(correlation_id)
+                if entry is None:
+                    continue  # its caller gave up (timeout); the stream is still in step
+                api_key, version, future = entry
+                if future.done():
+                    continue
+                try:
+                    _, body = decode_response(api_key, version, frame)
+                except Exception as exc:
+                    future.set_exception(exc)
+                else:
+                    future.set_result(body)
+        except (asyncio.IncompleteReadError, OSError, ConnectionClosed) as exc:
+            error = exc if isinstance(exc, ConnectionClosed) else ConnectionClosed(str(exc))
+        except asyncio.CancelledError:
+            pass
+        finally:
+            self._fail_all(error)
+            self.close()
+
+    def _fail_all(self, error: BaseException) -> None:
+        for _, _, future in list(self._pending.values()):
+            if not future.done():
+                future.set_exception(error)
+        self._pending.clear()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._writer is not None:
+            with contextlib.suppress(Exception):
+                self._writer.close()
+        if self._read_task is not None and self._read_task is not asyncio.current_task():
+            self._read_task.cancel()
+        self._fail_all(ConnectionClosed(f"connection to {self.host}:{self.port} closed"))
+
+    async def aclose(self) -> None:
+        self.close()
+        if self._read_task is not None:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._read_task

@@ -1,0 +1,54 @@
+"""UpdateMetadata (6): the controller's view of brokers and partitions, for every broker."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from samsa.handlers.context import BrokerServices, RequestContext
+from samsa.metadata import BrokerInfo, PartitionState
+from samsa.metadata.names import is_internal
+from samsa.metadata.zk_client import LEADER_DURING_DELETE
+from samsa.protocol import controller_apis as apis
+from samsa.protocol.errors import ErrorCode
+
+KEY = apis.UPDATE_METADATA
+MIN_VERSION = MAX_VERSION = apis.UPDATE_METADATA_VERSION
+
+
+def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
+    if not services.replica_manager.check_controller_epoch(request.controller_epoch):
+        return apis.UpdateMetadataResponse(error_code=ErrorCode.stale_controller_epoch)
+    cache = services.cache
+    brokers = []
+    for b in request.live_brokers:
+        endpoint = b.endpoints[0] if b.endpoints else None
+        if endpoint is not None:
+            brokers.append(BrokerInfo(b.id, endpoint.host, endpoint.port, b.rack))
+    cache.update_brokers(brokers, request.controller_id)
+    known = services.store.topics()
+    for topic in request.topic_states:
+        name = topic.topic_name
+        if any(p.leader == LEADER_DURING_DELETE for p in topic.partition_states):
+            existing = cache.topic(name)
+            if existing is not None:
+                cache.remove_topic(name)
+                services.on_topic_deleted(name, sorted(existing.assignment))
+            continue
+        states = [
+            PartitionState(
+                topic=name,
+                partition=p.partition_index,
+                leader=p.leader,
+                leader_epoch=p.leader_epoch,
+                replicas=tuple(p.replicas),
+                isr=tuple(p.isr),
+                offline_replicas=tuple(p.offline_replicas),
+                partition_epoch=p.partition_epoch,
+            )
+            for p in topic.partition_states
+        ]
+        meta = known.get(name)
+        cache.apply_partition_states(
+            name, topic.topic_id, states, dict(meta.configs) if meta else {}, is_internal(name)
+        )
+    return apis.UpdateMetadataResponse(error_code=ErrorCode.none)
