@@ -1,0 +1,159 @@
+"""The controller: election through ZooKeeper, the epoch fence against split brain,
+controlled shutdown, preferred leaders and reassignment."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import time
+
+from cluster_support import (
+    LoadProducer,
+    admin,
+    check_no_loss,
+    consume_all,
+    create_topic,
+    isr,
+    leader,
+    partition_info,
+    wait_until,
+)
+from confluent_kafka import ElectionType, TopicPartition
+from kafka import TopicPartition as KafkaTopicPartition
+from kafka.admin import KafkaAdminClient
+from kazoo.client import KazooClient
+
+from samsa.client import BrokerConnection
+from samsa.local.cluster import LocalCluster
+from samsa.protocol import controller_apis as apis
+from samsa.protocol.errors import ErrorCode
+
+
+def controller_and_epoch(cluster: LocalCluster) -> tuple[int, int]:
+    zk = KazooClient(cluster.zookeeper_connect)
+    zk.start(10)
+    try:
+        import json
+
+        data, _ = zk.get("/controller")
+        epoch, _ = zk.get("/controller_epoch")
+        return int(json.loads(data)["brokerid"]), int(epoch)
+    finally:
+        zk.stop()
+        zk.close()
+
+
+async def _send_stale(port: int, epoch: int) -> ErrorCode:
+    conn = await BrokerConnection("127.0.0.1", port).connect()
+    try:
+        response = await conn.request(
+            apis.UPDATE_METADATA,
+            apis.UPDATE_METADATA_VERSION,
+            apis.UpdateMetadataRequest(
+                controller_id=99, controller_epoch=epoch, topic_states=(), live_brokers=()
+            ),
+        )
+        return ErrorCode(response.error_code)
+    finally:
+        await conn.aclose()
+
+
+def test_split_brain_old_controller_is_fenced_by_every_broker(
+    start_cluster: object,
+) -> None:
+    cluster = start_cluster(3)  # type: ignore[operator]
+    create_topic(cluster, "fence", partitions=3, rf=3)
+    old, old_epoch = controller_and_epoch(cluster)
+    # The controller's process lives, but its ZooKeeper session expires while it is frozen.
+    cluster.signal_broker(old, signal.SIGSTOP)
+    try:
+        new, new_epoch = wait_until(
+            lambda: (c := controller_and_epoch(cluster))[0] != old and c,
+            60,
+            what="a new controller",
+        )
+    finally:
+        cluster.signal_broker(old, signal.SIGCONT)
+    assert new_epoch > old_epoch
+    cluster.wait_ready(60)
+    wait_until(lambda: all(isr(cluster, "fence", p) == [0, 1, 2] for p in range(3)), 60)
+    for b in cluster.state.brokers:  # type: ignore[union-attr]
+        assert asyncio.run(_send_stale(b.port, old_epoch)) == ErrorCode.stale_controller_epoch
+    # The old controller came back as an ordinary broker; the cluster works.
+    assert controller_and_epoch(cluster) == (new, new_epoch)
+    load = LoadProducer(cluster, "fence", idempotent=False).start()
+    wait_until(lambda: load.oracle.count() > 300, 60)
+    check_no_loss(load.stop(), consume_all(cluster, "fence", 3))
+
+
+def test_controlled_shutdown_moves_leadership_before_the_broker_stops(
+    cluster: LocalCluster,
+) -> None:
+    create_topic(cluster, "moving", partitions=6, rf=3, **{"min.insync.replicas": "2"})
+    victim = leader(cluster, "moving", 0)
+    load = LoadProducer(cluster, "moving", idempotent=False).start()
+    try:
+        wait_until(lambda: load.oracle.count() > 500, 60)
+        cluster.stop_broker(victim)
+        assert all(leader(cluster, "moving", p) not in (-1, victim) for p in range(6))
+        before = load.oracle.count()
+        wait_until(lambda: load.oracle.count() > before + 500, 60)
+        cluster.start_broker(victim)
+        cluster.wait_ready(60)
+    finally:
+        oracle = load.stop()
+    assert not oracle.errors, oracle.errors[:3]
+    check_no_loss(oracle, consume_all(cluster, "moving", 6))
+
+
+def test_preferred_leader_election_restores_first_replica_leadership(
+    cluster: LocalCluster,
+) -> None:
+    create_topic(cluster, "pref", partitions=3, rf=3)
+    preferred = {p: partition_info(cluster, "pref", p).replicas[0] for p in range(3)}
+    victim = preferred[0]
+    cluster.stop_broker(victim)
+    cluster.start_broker(victim)
+    cluster.wait_ready(60)
+    wait_until(lambda: isr(cluster, "pref", 0) == [0, 1, 2], 60)
+    assert leader(cluster, "pref", 0) != victim
+    a = admin(cluster)
+    partitions = [TopicPartition("pref", p) for p in range(3)]
+    a.elect_leaders(ElectionType.PREFERRED, partitions).result(30)
+    del a
+    wait_until(lambda: all(leader(cluster, "pref", p) == preferred[p] for p in range(3)), 30)
+
+
+def test_reassignment_moves_a_partition_to_new_brokers_under_load(
+    start_cluster: object,
+) -> None:
+    cluster = start_cluster(4)  # type: ignore[operator]
+    create_topic(cluster, "moved", partitions=1, rf=3, **{"min.insync.replicas": "2"})
+    # Pin the assignment to brokers 0, 1, 2 first.
+    kadmin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers)
+    try:
+        kadmin.alter_partition_reassignments({KafkaTopicPartition("moved", 0): [0, 1, 2]})
+        wait_until(lambda: sorted(partition_info(cluster, "moved", 0).replicas) == [0, 1, 2], 60)
+        load = LoadProducer(cluster, "moved", idempotent=False).start()
+        try:
+            wait_until(lambda: load.oracle.count() > 1000, 60)
+            kadmin.alter_partition_reassignments({KafkaTopicPartition("moved", 0): [1, 2, 3]})
+            started = time.monotonic()
+            wait_until(
+                lambda: sorted(partition_info(cluster, "moved", 0).replicas) == [1, 2, 3],
+                120,
+                what="the reassignment to finish",
+            )
+            assert time.monotonic() - started < 120
+            wait_until(lambda: not kadmin.list_partition_reassignments(), 30)
+            before = load.oracle.count()
+            wait_until(lambda: load.oracle.count() > before + 500, 60)
+        finally:
+            oracle = load.stop()
+    finally:
+        kadmin.close()
+    assert not oracle.errors, oracle.errors[:3]
+    assert isr(cluster, "moved", 0) == [1, 2, 3]
+    # Broker 0 no longer holds the partition's log.
+    wait_until(lambda: not (cluster.broker_dir(0) / "moved-0").exists(), 30)
+    check_no_loss(oracle, consume_all(cluster, "moved", 1))

@@ -1,0 +1,121 @@
+"""Replication on a real 3-broker cluster: ISR, high watermark, acks=all, failover."""
+
+from __future__ import annotations
+
+import signal
+import time
+
+import pytest
+from cluster_support import (
+    LoadProducer,
+    check_exactly_once,
+    check_no_loss,
+    consume_all,
+    create_topic,
+    isr,
+    leader,
+    wait_until,
+)
+from confluent_kafka import KafkaError, Producer
+
+from samsa.local.cluster import LocalCluster
+
+
+def test_records_reach_every_replica_and_survive_the_loss_of_two(cluster: LocalCluster) -> None:
+    create_topic(cluster, "r3", partitions=3, rf=3, **{"min.insync.replicas": "2"})
+    load = LoadProducer(cluster, "r3", idempotent=False).start()
+    wait_until(lambda: load.oracle.count() > 3000, 60, what="records acknowledged")
+    oracle = load.stop()
+    assert not oracle.errors
+    for p in range(3):
+        assert isr(cluster, "r3", p) == [0, 1, 2]
+    # Any single surviving replica has everything acknowledged: stop two brokers hard.
+    survivor = leader(cluster, "r3", 0)
+    for b in range(3):
+        if b != survivor:
+            cluster.kill_broker(b)
+    wait_until(lambda: all(leader(cluster, "r3", p) == survivor for p in range(3)), 30)
+    check_exactly_once(oracle, consume_all(cluster, "r3", 3))
+
+
+def test_acks_all_is_refused_below_min_insync_and_nothing_acknowledged_is_lost(
+    cluster: LocalCluster,
+) -> None:
+    create_topic(cluster, "minisr", partitions=1, rf=3, **{"min.insync.replicas": "2"})
+    load = LoadProducer(cluster, "minisr", idempotent=False).start()
+    wait_until(lambda: load.oracle.count() > 1000, 60)
+    oracle = load.stop()
+    the_leader = leader(cluster, "minisr", 0)
+    others = [b for b in range(3) if b != the_leader]
+    for b in others:
+        cluster.stop_broker(b)
+    wait_until(lambda: isr(cluster, "minisr", 0) == [the_leader], 30, what="ISR of one")
+    errors: list[KafkaError] = []
+    p = Producer(
+        {
+            "bootstrap.servers": cluster.bootstrap_servers,
+            "acks": "all",
+            "enable.idempotence": False,
+            "message.timeout.ms": 3000,
+            "retries": 0,
+        }
+    )
+    p.produce("minisr", value=b"refused", on_delivery=lambda err, msg: errors.append(err))
+    p.flush(30)
+    assert errors and errors[0] is not None
+    assert errors[0].code() == KafkaError.NOT_ENOUGH_REPLICAS
+    for b in others:
+        cluster.start_broker(b)
+    cluster.wait_ready(60)
+    wait_until(lambda: isr(cluster, "minisr", 0) == [0, 1, 2], 60, what="full ISR again")
+    got = consume_all(cluster, "minisr", 1)
+    check_exactly_once(oracle, got)
+    assert b"refused" not in [v for _, v in got[0]]
+
+
+def test_a_paused_follower_leaves_the_isr_and_rejoins_after(cluster: LocalCluster) -> None:
+    create_topic(cluster, "paused", partitions=1, rf=3, **{"min.insync.replicas": "2"})
+    the_leader = leader(cluster, "paused", 0)
+    follower = next(b for b in range(3) if b != the_leader)
+    load = LoadProducer(cluster, "paused", idempotent=False).start()
+    try:
+        wait_until(lambda: load.oracle.count() > 500, 60)
+        cluster.signal_broker(follower, signal.SIGSTOP)
+        started = time.monotonic()
+        wait_until(lambda: follower not in isr(cluster, "paused", 0), 30, what="ISR shrink")
+        shrunk_after = time.monotonic() - started
+        before = load.oracle.count()
+        wait_until(lambda: load.oracle.count() > before + 500, 30, what="produce to continue")
+        cluster.signal_broker(follower, signal.SIGCONT)
+        wait_until(lambda: isr(cluster, "paused", 0) == [0, 1, 2], 60, what="ISR expansion")
+    finally:
+        cluster.signal_broker(follower, signal.SIGCONT)
+        oracle = load.stop()
+    # replica.lag.time.max.ms is 3 s; the check runs every half of it.
+    assert shrunk_after < 3 + 1.5 + 5
+    assert not oracle.errors
+    check_exactly_once(oracle, consume_all(cluster, "paused", 1))
+
+
+@pytest.mark.slow
+def test_leader_killed_and_restarted_ten_times_under_load_loses_nothing(
+    cluster: LocalCluster,
+) -> None:
+    create_topic(cluster, "chaos", partitions=2, rf=3, **{"min.insync.replicas": "2"})
+    load = LoadProducer(cluster, "chaos", idempotent=False).start()
+    try:
+        for _ in range(10):
+            before = load.oracle.count()
+            wait_until(lambda b=before: load.oracle.count() > b + 300, 60, what="progress")
+            victim = leader(cluster, "chaos", 0)
+            assert victim >= 0
+            cluster.kill_broker(victim)
+            wait_until(
+                lambda v=victim: leader(cluster, "chaos", 0) not in (-1, v), 30, what="failover"
+            )
+            cluster.start_broker(victim)
+            cluster.wait_ready(60)
+    finally:
+        oracle = load.stop()
+    assert not oracle.errors, oracle.errors[:5]
+    check_no_loss(oracle, consume_all(cluster, "chaos", 2))
