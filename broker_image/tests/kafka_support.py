@@ -1,4 +1,5 @@
-"""Helpers for the robustness tests: raw Kafka wire access and real-client round trips.
+"""Kafka helpers the broker's test suites share: raw wire access, real-client round trips,
+a broker as a real process, and bounded waits.
 
 Everything here talks to a broker the way a user would: through a socket with hand-built
 frames (kio for the encoding), or through confluent-kafka.  Every wait is bounded.
