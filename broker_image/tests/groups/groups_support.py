@@ -216,13 +216,14 @@ def assert_exactly_once(handled: Sequence[Handled], count: int) -> None:
 
 
 def committed(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
-    """The group's committed offsets (OffsetFetch through a consumer that does not join)."""
+    """The group's committed offsets, of the partitions that have one (OffsetFetch through a
+    consumer that does not join)."""
     c = Consumer(member_config(bootstrap, group))
     try:
         got = c.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=10)
     finally:
         c.close()
-    return {tp.partition: tp.offset for tp in got}
+    return {tp.partition: tp.offset for tp in got if tp.offset >= 0}
 
 
 def end_offsets(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
