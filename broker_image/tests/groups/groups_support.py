@@ -205,11 +205,11 @@ def wait_handled(members: Sequence[Member], count: int, timeout: float = 60.0) -
     wait_until(done, timeout, 0.1, f"{count} records handled")
 
 
-def assert_exactly_once(handled: Sequence[Handled], count: int) -> None:
-    """Every index 0..count-1 handled once and only once, each partition in offset order."""
+def assert_exactly_once(handled: Sequence[Handled], count: int, first: int = 0) -> None:
+    """Every index first..first+count-1 handled once and only once, and no other."""
     times = Counter(h.index for h in handled)
     twice = sorted(i for i, n in times.items() if n > 1)
-    missing = sorted(set(range(count)) - set(times))
+    missing = sorted(set(range(first, first + count)) - set(times))
     assert not twice, f"{len(twice)} records handled more than once, e.g. {twice[:5]}"
     assert not missing, f"{len(missing)} records never handled, e.g. {missing[:5]}"
     assert len(handled) == count
