@@ -134,8 +134,16 @@ class Wire:
 
     def request(self, api_key: int, version: int, body: Any) -> Any:
         """Send one request and return the decoded response body (correlation id checked)."""
+        return self.read_response(api_key, version, self.send_request(api_key, version, body))
+
+    def send_request(self, api_key: int, version: int, body: Any) -> int:
+        """Send one request without waiting for its answer; its correlation id."""
         correlation_id = next(_correlation)
         self.send(encode_request(api_key, version, body, correlation_id))
+        return correlation_id
+
+    def read_response(self, api_key: int, version: int, correlation_id: int) -> Any:
+        """The next response, which must answer `correlation_id`."""
         got, response = decode_response(api_key, version, self.read_frame())
         assert got == correlation_id
         return response
