@@ -11,6 +11,7 @@ import contextlib
 import datetime
 import io
 import itertools
+import re
 import signal
 import socket
 import struct
@@ -51,6 +52,15 @@ _correlation = itertools.count(1)
 
 def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+_test_names = itertools.count()
+
+
+def name_for_test(test_name: str, kind: str) -> str:
+    """A topic or group name made from the test's own name, unique within the run."""
+    base = re.sub(r"[^a-zA-Z0-9._-]+", "-", test_name).strip("-")[:150]
+    return f"{base}-{kind}-{next(_test_names)}"
 
 
 # -- raw wire ------------------------------------------------------------------------------

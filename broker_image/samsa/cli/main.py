@@ -25,7 +25,12 @@ def _register_tools() -> None:
     """Tools for people live in their own modules; each adds itself to the app."""
     import importlib
 
-    for module in ("samsa.cli.topics", "samsa.cli.produce", "samsa.cli.consume"):
+    for module in (
+        "samsa.cli.topics",
+        "samsa.cli.groups",
+        "samsa.cli.produce",
+        "samsa.cli.consume",
+    ):
         try:
             mod = importlib.import_module(module)
         except ModuleNotFoundError as exc:

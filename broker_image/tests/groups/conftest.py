@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
-import re
 from collections.abc import Iterator
 
 import pytest
@@ -20,23 +18,3 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessBroker
     """One broker for a test module, with quick rebalances (see GROUP_BROKER_CONFIG)."""
     with InProcessBroker(tmp_path_factory.mktemp("samsa"), GROUP_BROKER_CONFIG) as b:
         yield b
-
-
-_names = itertools.count()
-
-
-def _name(request: pytest.FixtureRequest, kind: str) -> str:
-    base = re.sub(r"[^a-zA-Z0-9._-]+", "-", request.node.name).strip("-")[:150]
-    return f"{base}-{kind}-{next(_names)}"
-
-
-@pytest.fixture
-def topic(request: pytest.FixtureRequest) -> str:
-    """A topic name unique to the test (not created)."""
-    return _name(request, "t")
-
-
-@pytest.fixture
-def group(request: pytest.FixtureRequest) -> str:
-    """A group id unique to the test."""
-    return _name(request, "g")
