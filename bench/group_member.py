@@ -3,7 +3,8 @@
 A confluent-kafka consumer subscribed to one topic, tuned for throughput as bench.clients is.
 It prints JSON lines: each rebalance callback with its time (time.monotonic(), which is the
 same clock in every process of the machine), and its progress (records, first and last
-record times, commits) whenever that changed.  It runs until SIGTERM, then closes (leaving
+record times, commits) whenever that changed; the last one also has how long each
+synchronous commit took.  It runs until SIGTERM, then closes (leaving
 the group) and prints its last progress line.
 """
 
@@ -63,7 +64,8 @@ def main() -> None:
     consumer.subscribe(
         [args.topic], on_assign=on("assign"), on_revoke=on("revoke"), on_lost=on("lost")
     )
-    count = commits = 0
+    count = 0
+    commit_seconds: list[float] = []
     first = last = None
     reported = -1
     next_report = 0.0
@@ -75,13 +77,21 @@ def main() -> None:
             last = now
             count += sum(1 for m in messages if m.error() is None)
             if args.commit == "batch":
+                started = time.perf_counter()
                 consumer.commit(asynchronous=False)
-                commits += 1
+                commit_seconds.append(time.perf_counter() - started)
         if count != reported and time.monotonic() >= next_report:
-            emit("progress", count=count, first=first, last=last, commits=commits)
+            emit("progress", count=count, first=first, last=last, commits=len(commit_seconds))
             reported, next_report = count, time.monotonic() + 0.1
     consumer.close()
-    emit("progress", count=count, first=first, last=last, commits=commits)
+    emit(
+        "progress",
+        count=count,
+        first=first,
+        last=last,
+        commits=len(commit_seconds),
+        commit_seconds=commit_seconds,
+    )
 
 
 if __name__ == "__main__":

@@ -1,9 +1,9 @@
 """Issue 3's benchmark: a group of three confluent-kafka consumers over a 6-partition topic.
 
 - msg/s of the group draining a backlog, committing synchronously after every batch it
-  handles, and with auto-commit (every 5 s, librdkafka's default): the difference is the
-  cost of committing every batch.  Baseline from the same run: one consumer that assigns
-  itself the partitions and commits nothing.
+  handles (p50/p99: how long one such commit takes), and with auto-commit (every 5 s,
+  librdkafka's default): the difference is the cost of committing every batch.  Baseline
+  from the same run: one consumer that assigns itself the partitions and commits nothing.
 - The time from a member's kill -9 to the survivors owning every partition (bounded below
   by session.timeout.ms), and from a member's clean close (LeaveGroup) to the same: the
   rebalance alone.
@@ -138,6 +138,7 @@ def _drain(bootstrap: str, topic: str, count: int, commit: str) -> Row:
     seconds = last - first
     handled = sum(p["count"] for p in done)
     commits = sum(p["commits"] for p in done)
+    latencies = sorted(t * 1000 for p in done for t in p.get("commit_seconds", ()))
     label = "commit after every batch" if commit == "batch" else "auto-commit every 5 s"
     return Row(
         f"group of 3: {label}",
@@ -145,6 +146,9 @@ def _drain(bootstrap: str, topic: str, count: int, commit: str) -> Row:
         SIZE,
         handled / seconds,
         handled * SIZE / 1e6 / seconds,
+        percentile(latencies, 0.5),
+        percentile(latencies, 0.99),
+        percentile(latencies, 0.999),
         note=f"{commits} commits ({commits / seconds:,.0f}/s), batches of up to {BATCH}"
         if commit == "batch"
         else "",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 
+import pytest
 from groups_support import (
     HEARTBEAT_INTERVAL_MS,
     SESSION_TIMEOUT_MS,
@@ -21,6 +22,9 @@ from groups_support import (
 from kafka_support import create_topic, wait_until
 
 from samsa.testing import InProcessBroker
+
+# A session timeout waited out: among the slowest group tests.
+pytestmark = pytest.mark.slow
 
 PARTITIONS = 6
 PER_PARTITION = 2000

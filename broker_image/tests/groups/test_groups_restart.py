@@ -21,6 +21,9 @@ from kafka_support import BrokerProcess, create_topic
 
 from samsa.testing import free_port
 
+# Broker processes started and restarted: the slowest group tests.
+pytestmark = pytest.mark.slow
+
 PARTITIONS = 3
 RECORDS = 3000
 
