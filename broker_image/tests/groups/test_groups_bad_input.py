@@ -14,9 +14,8 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
-from groups_support import (
+from group_wire import (
     FENCED_INSTANCE_ID,
-    GROUP_BROKER_CONFIG,
     GROUP_MAX_SIZE_REACHED,
     ILLEGAL_GENERATION,
     INCONSISTENT_GROUP_PROTOCOL,
@@ -28,14 +27,11 @@ from groups_support import (
     REBALANCE_IN_PROGRESS,
     UNKNOWN_MEMBER_ID,
     UNKNOWN_TOPIC_OR_PARTITION,
-    Member,
     RawMember,
     assignment,
-    member_config,
-    stop_all,
     subscription,
-    wait_balanced,
 )
+from groups_support import GROUP_BROKER_CONFIG, Member, member_config, stop_all, wait_balanced
 from kafka_support import create_topic, wait_until
 
 from samsa.coordinator import partition_for
