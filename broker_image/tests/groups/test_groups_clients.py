@@ -1,5 +1,6 @@
-"""Group features and other clients: cooperative-sticky rebalancing and static membership
-with confluent-kafka; subscribe, commit and resume with kafka-python, aiokafka and kcat -G."""
+"""Group features and other clients: cooperative-sticky rebalancing, the choice of a common
+assignor and static membership with confluent-kafka; subscribe, commit and resume with
+kafka-python, aiokafka and kcat -G."""
 
 from __future__ import annotations
 
@@ -80,6 +81,25 @@ def test_cooperative_sticky_moves_only_what_it_must(
     # At least once through every rebalance; each record handled by its partition's owner.
     handled = {h.index for m in members for h in m.handled}
     assert handled == set(range(6000))
+
+
+def test_the_group_agrees_on_an_assignor_every_member_supports(
+    broker: InProcessBroker, topic: str, group: str
+) -> None:
+    bootstrap = broker.bootstrap_servers
+    create_topic(bootstrap, topic, PARTITIONS)
+    strategies = ["range,roundrobin", "roundrobin"]  # range first, but only one has it
+    members = [
+        Member(bootstrap, group, [topic], **{"partition.assignment.strategy": s}).start()
+        for s in strategies
+    ]
+    try:
+        wait_balanced(members, PARTITIONS)
+        assert _describe(bootstrap, group).partition_assignor == "roundrobin"
+        # Round-robin deals the partitions out one by one.
+        assert sorted(sorted(m.assignment) for m in members) == [[0, 2, 4], [1, 3, 5]]
+    finally:
+        stop_all(members)
 
 
 # -- confluent-kafka: static membership -------------------------------------------------------
