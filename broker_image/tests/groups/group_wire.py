@@ -27,12 +27,14 @@ GROUP_MAX_SIZE_REACHED = 81
 FENCED_INSTANCE_ID = 82
 
 
-def subscription(*topics: str) -> bytes:
+def subscription(*topics: str, user_data: bytes | None = None) -> bytes:
     """ConsumerProtocolSubscription v0: the JoinGroup metadata of a consumer."""
     out = struct.pack(">hi", 0, len(topics))
     for t in topics:
         out += struct.pack(">h", len(t)) + t.encode()
-    return out + struct.pack(">i", -1)  # no user data
+    if user_data is None:
+        return out + struct.pack(">i", -1)
+    return out + struct.pack(">i", len(user_data)) + user_data
 
 
 def assignment(topic: str, partitions: Sequence[int]) -> bytes:

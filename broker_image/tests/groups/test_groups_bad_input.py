@@ -1,6 +1,7 @@
 """Group requests a user's client can get wrong, sent raw: each gets the Kafka error code
 that clients handle (never UNKNOWN_SERVER_ERROR), and none loses a commit, its own group's
-or another's.
+or another's.  Oversized member metadata is refused at JoinGroup with GROUP_MAX_SIZE_REACHED
+(Kafka lets the group form, then fails its SyncGroups with UNKNOWN_SERVER_ERROR).
 
 Every test runs beside a bystander: a group on the same __consumer_offsets partition, with
 offsets committed before the test, that must find them intact after it.
@@ -214,6 +215,20 @@ def test_offset_metadata_over_the_limit(raw: list[RawMember], created: str, byst
         (created, 2): OFFSET_METADATA_TOO_LARGE
     }
     assert member.fetch() == (NONE, {(created, 2): 3})
+
+
+def test_member_metadata_too_large_for_the_group_to_store(
+    raw: list[RawMember], created: str, bystander: str
+) -> None:
+    member, oversized = raw[0], raw[1]
+    member.join_alone()
+    assert member.commit({(created, 0): 12}) == {(created, 0): NONE}
+    # Its subscription alone is over message.max.bytes: the group could never be stored.
+    huge = subscription(created, user_data=b"x" * 1_100_000)
+    assert oversized.join(protocols=[("range", huge)]) == GROUP_MAX_SIZE_REACHED
+    assert member.heartbeat() == NONE
+    assert member.commit({(created, 0): 13}) == {(created, 0): NONE}
+    assert member.fetch() == (NONE, {(created, 0): 13})
 
 
 def test_a_second_static_member_with_the_same_instance_id_fences_the_first(
