@@ -4,7 +4,7 @@ offsets, on any Kafka cluster (through confluent-kafka's admin client)."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
 from confluent_kafka import (
@@ -28,6 +28,7 @@ from samsa.cli.kafka import (
     Properties,
     connect,
     console,
+    die,
     print_json,
 )
 from samsa.cli.offset_reset import (
@@ -82,11 +83,12 @@ def _group_problem(exc: KafkaException, group: str) -> str | None:
     return None
 
 
-def _group_failure(cluster: Cluster, exc: KafkaException, group: str, doing: str) -> None:
+def _group_failure(cluster: Cluster, exc: KafkaException, group: str, doing: str) -> NoReturn:
     problem = _group_problem(exc, group)
-    if problem is not None:
-        fail(problem)
-    cluster.fail_with(exc, doing)
+    if problem is None:
+        cluster.fail_with(exc, doing)
+    die(problem)
+    raise AssertionError("unreachable")  # mypy loses die's NoReturn across the package
 
 
 # -- reads ------------------------------------------------------------------------------------
@@ -98,7 +100,6 @@ def _describe_group(cluster: Cluster, admin: AdminClient, group: str) -> Consume
         return future.result()
     except KafkaException as exc:
         _group_failure(cluster, exc, group, f"describe group '{group}'")
-        raise AssertionError("unreachable") from None
 
 
 def _committed(cluster: Cluster, admin: AdminClient, group: str) -> dict[Partition, int]:
@@ -109,7 +110,6 @@ def _committed(cluster: Cluster, admin: AdminClient, group: str) -> dict[Partiti
         result = future.result()
     except KafkaException as exc:
         _group_failure(cluster, exc, group, f"read the offsets of group '{group}'")
-        raise AssertionError("unreachable") from None
     return {
         (tp.topic, tp.partition): tp.offset
         for tp in result.topic_partitions or ()
@@ -399,7 +399,6 @@ def _apply(cluster: Cluster, admin: AdminClient, group: str, plan: list[PlannedR
         ):
             fail(f"group '{group}' became active: stop its members and try again")
         _group_failure(cluster, exc, group, f"reset the offsets of group '{group}'")
-        raise AssertionError("unreachable") from None
     errors = [tp for tp in result.topic_partitions or () if tp.error is not None]
     if errors:
         first = errors[0]
