@@ -6,34 +6,17 @@ so each MB/s figure can be read as a fraction of what the hardware allows.
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-
-from confluent_kafka.admin import AdminClient, NewTopic
-
 from bench.ceilings import loopback_tcp_mb_s, page_cache_write_mb_s
-from bench.procs import cpu_seconds, samsa_broker
+from bench.procs import (
+    consume_backlog,
+    cpu_seconds,
+    create_topic,
+    produce_backlog,
+    samsa_broker,
+)
 from bench.report import Row, percentile
 
 PARTITIONS = 6
-
-
-def _client(*args: str) -> dict:
-    out = subprocess.run(
-        [sys.executable, "-m", "bench.clients", *args],
-        check=True,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    return json.loads(out.stdout.strip().splitlines()[-1])
-
-
-def _create_topic(bootstrap: str, topic: str) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    for fut in admin.create_topics([NewTopic(topic, PARTITIONS, 1)]).values():
-        fut.result(30)
 
 
 def run(quick: bool = False) -> list[Row]:
@@ -51,23 +34,9 @@ def run(quick: bool = False) -> list[Row]:
         )
         with samsa_broker({"log.segment.bytes": str(256 << 20)}) as (bootstrap, pid):
             topic = f"bench-{size}"
-            _create_topic(bootstrap, topic)
+            create_topic(bootstrap, topic, PARTITIONS)
             cpu0 = cpu_seconds(pid)
-            res = _client(
-                "produce",
-                "--bootstrap",
-                bootstrap,
-                "--topic",
-                topic,
-                "--count",
-                str(count),
-                "--size",
-                str(size),
-                "--acks",
-                "1",
-                "--partitions",
-                str(PARTITIONS),
-            )
+            res = produce_backlog(bootstrap, topic, count, size, PARTITIONS)
             cpu1 = cpu_seconds(pid)
             mb = count * size / 1e6
             lat = res["latencies"]
@@ -86,17 +55,7 @@ def run(quick: bool = False) -> list[Row]:
                 )
             )
             cpu0 = cpu_seconds(pid)
-            res = _client(
-                "consume",
-                "--bootstrap",
-                bootstrap,
-                "--topic",
-                topic,
-                "--count",
-                str(count),
-                "--partitions",
-                str(PARTITIONS),
-            )
+            res = consume_backlog(bootstrap, topic, count, PARTITIONS)
             cpu1 = cpu_seconds(pid)
             rows.append(
                 Row(

@@ -1,8 +1,10 @@
-"""Start and stop the processes a benchmark measures, and read their CPU time from /proc."""
+"""Start and stop the processes a benchmark measures (brokers, load generators), create their
+topics, and read their CPU time from /proc."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -13,6 +15,9 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
+
+from confluent_kafka.admin import AdminClient, NewTopic
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -71,3 +76,42 @@ def samsa_broker(overrides: dict[str, str] | None = None) -> Iterator[tuple[str,
             proc.kill()
             proc.wait()
         shutil.rmtree(data, ignore_errors=True)
+
+
+def run_client(*args: str) -> dict[str, Any]:
+    """Run one bench.clients load generator in its own process; its JSON result."""
+    out = subprocess.run(
+        [sys.executable, "-m", "bench.clients", *args],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
+
+
+def produce_backlog(
+    bootstrap: str, topic: str, count: int, size: int, partitions: int, acks: str = "1"
+) -> dict[str, Any]:
+    """bench.clients produce: `count` records of `size` bytes, round-robin over partitions."""
+    return run_client(
+        "produce",
+        *("--bootstrap", bootstrap, "--topic", topic, "--count", str(count)),
+        *("--size", str(size), "--acks", acks, "--partitions", str(partitions)),
+    )
+
+
+def consume_backlog(bootstrap: str, topic: str, count: int, partitions: int) -> dict[str, Any]:
+    """bench.clients consume: one consumer assigned every partition reads `count` records."""
+    return run_client(
+        "consume",
+        *("--bootstrap", bootstrap, "--topic", topic, "--count", str(count)),
+        *("--partitions", str(partitions)),
+    )
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for fut in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
+        fut.result(30)

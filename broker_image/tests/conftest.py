@@ -1,23 +1,20 @@
-"""Shared helpers for the broker's tests."""
+"""Shared helpers and fixtures for the broker's tests."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
-from typing import TypeVar
+import pytest
+from kafka_support import name_for_test, wait_until
 
-T = TypeVar("T")
+__all__ = ["wait_until"]
 
 
-def wait_until(
-    predicate: Callable[[], T], timeout: float = 20.0, interval: float = 0.05, what: str = ""
-) -> T:
-    """Poll until predicate() is truthy; fail the test after timeout seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what or predicate}")
-        time.sleep(interval)
+@pytest.fixture
+def topic(request: pytest.FixtureRequest) -> str:
+    """A topic name unique to the test (not created)."""
+    return name_for_test(request.node.name, "t")
+
+
+@pytest.fixture
+def group(request: pytest.FixtureRequest) -> str:
+    """A group id unique to the test."""
+    return name_for_test(request.node.name, "g")

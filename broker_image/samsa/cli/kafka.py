@@ -151,6 +151,15 @@ class Cluster:
         die(f"cannot {doing}: {describe(err)}")
 
 
+def connect(
+    bootstrap: str, properties: Iterable[str] | None
+) -> tuple[Cluster, AdminClient, ClusterMetadata]:
+    """An admin client of a cluster that has answered, and its metadata (or a one-line exit)."""
+    cluster = Cluster(bootstrap, properties)
+    admin = cluster.admin()
+    return cluster, admin, cluster.metadata(admin)
+
+
 def die(message: str) -> NoReturn:
     fail(message)
     # mypy may see samsa.cli.errors as untyped (package bases), losing fail's NoReturn.

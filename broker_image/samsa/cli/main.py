@@ -27,6 +27,7 @@ def _register_tools() -> None:
 
     for module in (
         "samsa.cli.topics",
+        "samsa.cli.groups",
         "samsa.cli.produce",
         "samsa.cli.consume",
         "samsa.cli.local",

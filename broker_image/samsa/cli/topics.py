@@ -28,6 +28,7 @@ from samsa.cli.kafka import (
     Output,
     OutputOpt,
     Properties,
+    connect,
     console,
     parse_pairs,
     print_json,
@@ -54,12 +55,6 @@ def register(app: typer.Typer) -> None:
 def is_internal(name: str) -> bool:
     # Kafka's own internal topics (__consumer_offsets, __transaction_state) all start so.
     return name.startswith("__")
-
-
-def _connect(bootstrap: str, properties: list[str] | None) -> tuple[Cluster, AdminClient, Any]:
-    cluster = Cluster(bootstrap, properties)
-    admin = cluster.admin()
-    return cluster, admin, cluster.metadata(admin)
 
 
 def _missing(names: list[str], md: ClusterMetadata) -> list[str]:
@@ -95,7 +90,7 @@ def create(
 ) -> None:
     """Create a topic."""
     configs = parse_pairs(config, "--config")
-    cluster, admin, md = _connect(bootstrap, properties)
+    cluster, admin, md = connect(bootstrap, properties)
     if name in md.topics and if_not_exists:
         typer.echo(f"Topic '{name}' already exists.")
         return
@@ -132,7 +127,7 @@ def list_topics(
     properties: Properties = None,
 ) -> None:
     """List topics with their partition counts."""
-    _, _, md = _connect(bootstrap, properties)
+    _, _, md = connect(bootstrap, properties)
     rows = []
     for name in sorted(md.topics):
         if is_internal(name) and not internal:
@@ -267,7 +262,7 @@ def describe(
     properties: Properties = None,
 ) -> None:
     """Show partitions, leaders, replicas, ISR, topic id and the topic's own configs."""
-    cluster, admin, md = _connect(bootstrap, properties)
+    cluster, admin, md = connect(bootstrap, properties)
     wanted = list(dict.fromkeys(names or ()))
     if wanted:
         _fail_missing(_missing(wanted, md))
@@ -315,7 +310,7 @@ def delete(
     properties: Properties = None,
 ) -> None:
     """Delete topics and all their records."""
-    cluster, admin, md = _connect(bootstrap, properties)
+    cluster, admin, md = connect(bootstrap, properties)
     wanted = list(dict.fromkeys(names))
     missing = _missing(wanted, md)
     if not if_exists:
@@ -371,7 +366,7 @@ def alter(
     both = set(to_set) & set(to_delete)
     if both:
         raise typer.BadParameter(f"both set and deleted: {', '.join(sorted(both))}")
-    cluster, admin, md = _connect(bootstrap, properties)
+    cluster, admin, md = connect(bootstrap, properties)
     _fail_missing(_missing([name], md))
     if to_set or to_delete:
         entries = [

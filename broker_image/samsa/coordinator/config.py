@@ -21,6 +21,9 @@ class GroupCoordinatorConfig:
     offset_metadata_max_bytes: int = 4_096
     offsets_retention_ms: int = 10_080 * 60_000
     offsets_retention_check_interval_ms: int = 600_000
+    # The largest record batch __consumer_offsets takes (the broker's message.max.bytes, as
+    # the topic sets no max.message.bytes of its own): a group's metadata must fit in one.
+    max_message_bytes: int = 1_048_588
 
     @classmethod
     def from_properties(cls, props: Mapping[str, Any]) -> GroupCoordinatorConfig:
@@ -51,4 +54,5 @@ class GroupCoordinatorConfig:
             offsets_retention_check_interval_ms=get(
                 "offsets.retention.check.interval.ms", d.offsets_retention_check_interval_ms
             ),
+            max_message_bytes=get("message.max.bytes", d.max_message_bytes),
         )

@@ -115,7 +115,9 @@ class GroupMembership:
         if group is None:
             respond(JoinResult.failed(req.member_id, ErrorCode.unknown_member_id))
             return
-        if not self._accept_joining_member(group, req.member_id):
+        if not self._accept_joining_member(group, req.member_id) or not self._storable_with(
+            group, req
+        ):
             dropped = group.remove(req.member_id)
             if dropped is not None:
                 self.cancel_heartbeat(dropped)
@@ -137,6 +139,32 @@ class GroupMembership:
             rejoined = group.has(member_id) and group.get(member_id).is_awaiting_join
             return rejoined or group.num_awaiting < max_size
         return group.has(member_id) or group.size < max_size
+
+    def _storable_with(self, group: GroupMetadata, req: JoinRequest) -> bool:
+        """Whether the group's metadata record could still be stored with this member in it.
+
+        Not in Kafka, which lets such a group form and then fails every SyncGroup with
+        UNKNOWN_SERVER_ERROR (the record is over message.max.bytes), so that its members
+        rejoin and fail forever.  Here the member that cannot fit is turned away at once,
+        with GROUP_MAX_SIZE_REACHED, and the others go on.  The size counted is a lower bound
+        of the record's (each member's smallest protocol metadata and its ids, no
+        assignments), so no group that Kafka could store is refused.
+        """
+
+        def least(ids: Sequence[str | None], protocols: Sequence[tuple[str, bytes]]) -> int:
+            return sum(len(i or "") for i in ids) + min((len(m) for _, m in protocols), default=0)
+
+        total = least(
+            (req.member_id, req.group_instance_id, req.client_id, req.client_host), req.protocols
+        )
+        for m in group.all_member_metadata():
+            replaced = m.member_id == req.member_id or (
+                req.group_instance_id is not None and m.group_instance_id == req.group_instance_id
+            )
+            if not replaced:
+                ids = (m.member_id, m.group_instance_id, m.client_id, m.client_host)
+                total += least(ids, m.supported_protocols)
+        return total <= self.config.max_message_bytes
 
     def _new_member_join(
         self, group: GroupMetadata, req: JoinRequest, respond: JoinCallback

@@ -27,6 +27,11 @@ DIFFERENCES = """\
   `acks=1` while a partition has one replica.
 - **No authentication or ACLs.** SASL and TLS are not offered; authorized-operations fields
   are answered with "not provided" (-2147483648).
+- **A group whose metadata cannot be stored is not formed.** A JoinGroup that would make the
+  group's record in __consumer_offsets certainly larger than `message.max.bytes` (counting
+  each member's smallest protocol metadata) gets GROUP_MAX_SIZE_REACHED, and the group goes
+  on without that member. Kafka lets such a group form, then fails its every SyncGroup with
+  UNKNOWN_SERVER_ERROR.
 - **Errors close the connection where Kafka does**: an unknown API key, an unsupported version
   (except ApiVersions, answered with a v0 UNSUPPORTED_VERSION response), a frame larger than
   `socket.request.max.bytes`, or bytes that do not decode. Other connections are unaffected.

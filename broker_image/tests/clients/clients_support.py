@@ -9,9 +9,8 @@ from __future__ import annotations
 import time
 import urllib.request
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -25,23 +24,6 @@ N_KEYS = 97
 PARTITIONS = 3
 # Compressible but not trivially so: every codec should shrink it well below its size.
 FILLER = b"".join(b"samsa-%03d;" % (i % 13) for i in range(16))
-
-T = TypeVar("T")
-
-
-def wait_until(
-    predicate: Callable[[], T], timeout: float = 20.0, interval: float = 0.05, what: str = ""
-) -> T:
-    """Poll until predicate() is truthy; fail the test after timeout seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what or predicate}")
-        time.sleep(interval)
-
 
 Headers = tuple[tuple[str, bytes], ...]
 

@@ -7,7 +7,7 @@ import re
 from collections.abc import Iterator
 
 import pytest
-from clients_support import wait_until
+from kafka_support import wait_until
 
 from samsa.testing import InProcessBroker
 

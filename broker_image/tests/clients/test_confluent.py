@@ -24,7 +24,6 @@ from clients_support import (
     now_ms,
     ts_plan,
     ts_queries,
-    wait_until,
 )
 from confluent_kafka import (
     OFFSET_BEGINNING,
@@ -48,6 +47,7 @@ from confluent_kafka.admin import (
     NewTopic,
     OffsetSpec,
 )
+from kafka_support import wait_until
 
 from samsa.testing import InProcessBroker
 

@@ -25,11 +25,11 @@ from clients_support import (
     now_ms,
     ts_plan,
     ts_queries,
-    wait_until,
 )
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import AlterConfigOp, ConfigResource, ConfigResourceType, OffsetSpec
 from kafka.consumer.fetcher import ConsumerRecord
+from kafka_support import wait_until
 
 from samsa.testing import InProcessBroker
 

@@ -30,10 +30,10 @@ from clients_support import (
     now_ms,
     ts_plan,
     ts_queries,
-    wait_until,
 )
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewPartitions
+from kafka_support import wait_until
 
 from samsa.testing import InProcessBroker
 

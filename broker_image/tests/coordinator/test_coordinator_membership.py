@@ -464,6 +464,26 @@ async def test_group_max_size() -> None:
     assert full.result().error is E.group_max_size_reached and full.result().member_id == ""
 
 
+async def test_members_the_group_record_could_not_hold_are_turned_away() -> None:
+    h = await make_harness(max_message_bytes=2_000)
+    fat = [("range", subscription("t1", user_data=b"x" * 700))]
+    ids = [await h.new_member_id(G, client_id=f"c{i}") for i in range(3)]
+    first, second = [await h.join(G, mid, protocols=fat) for mid in ids[:2]]
+    await h.advance(0)
+    # A third would make the group's record larger than message.max.bytes: Kafka would let
+    # it in and fail every SyncGroup; here it alone is refused, and the others go on.
+    third = await h.join(G, ids[2], protocols=fat)
+    assert third.result().error is E.group_max_size_reached
+    assert third.result().member_id == ""
+    results = [first.result(), second.result()]
+    assert [s.error for s in await sync_all(h, results)] == [E.none, E.none]
+    assert group_of(h).is_(GroupState.STABLE) and len(group_of(h).members) == 2
+    # One member too large on its own is refused before it gets a member id.
+    huge = [("range", subscription("t1", user_data=b"x" * 2_000))]
+    alone = await h.join("another-group", "", protocols=huge)
+    assert alone.result().error is E.group_max_size_reached
+
+
 async def test_group_max_size_counts_members_that_rejoined_during_a_rebalance() -> None:
     h = await make_harness(group_max_size=2)
     a, b = (r.member_id for r in await form_group(h, n=2))

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from robustness_support import wait_until
+from kafka_support import wait_until
 
 from samsa.testing import InProcessBroker
 

@@ -16,8 +16,7 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import NewTopic
-from kio.index import load_request_schema
-from robustness_support import (
+from kafka_support import (
     CORRUPT_MESSAGE,
     INVALID_CONFIG,
     INVALID_PARTITIONS,
@@ -45,6 +44,7 @@ from robustness_support import (
     unique,
     wait_until,
 )
+from kio.index import load_request_schema
 
 from samsa.protocol.records import BATCH_HEADER_SIZE, BATCH_LENGTH_OFFSET, build_batch
 from samsa.testing import InProcessBroker

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import TopicPartition
-from robustness_support import (
+from kafka_support import (
     NONE,
     assert_contiguous,
     consume,

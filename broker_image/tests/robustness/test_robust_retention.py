@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import KafkaError, TopicPartition
-from robustness_support import (
+from kafka_support import (
     assert_contiguous,
     consume,
     consumer,

@@ -1,4 +1,5 @@
-"""Helpers for the robustness tests: raw Kafka wire access and real-client round trips.
+"""Kafka helpers the broker's test suites share: raw wire access, real-client round trips,
+a broker as a real process, and bounded waits.
 
 Everything here talks to a broker the way a user would: through a socket with hand-built
 frames (kio for the encoding), or through confluent-kafka.  Every wait is bounded.
@@ -10,6 +11,7 @@ import contextlib
 import datetime
 import io
 import itertools
+import re
 import signal
 import socket
 import struct
@@ -50,6 +52,15 @@ _correlation = itertools.count(1)
 
 def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+_test_names = itertools.count()
+
+
+def name_for_test(test_name: str, kind: str) -> str:
+    """A topic or group name made from the test's own name, unique within the run."""
+    base = re.sub(r"[^a-zA-Z0-9._-]+", "-", test_name).strip("-")[:150]
+    return f"{base}-{kind}-{next(_test_names)}"
 
 
 # -- raw wire ------------------------------------------------------------------------------
@@ -133,8 +144,16 @@ class Wire:
 
     def request(self, api_key: int, version: int, body: Any) -> Any:
         """Send one request and return the decoded response body (correlation id checked)."""
+        return self.read_response(api_key, version, self.send_request(api_key, version, body))
+
+    def send_request(self, api_key: int, version: int, body: Any) -> int:
+        """Send one request without waiting for its answer; its correlation id."""
         correlation_id = next(_correlation)
         self.send(encode_request(api_key, version, body, correlation_id))
+        return correlation_id
+
+    def read_response(self, api_key: int, version: int, correlation_id: int) -> Any:
+        """The next response, which must answer `correlation_id`."""
         got, response = decode_response(api_key, version, self.read_frame())
         assert got == correlation_id
         return response
