@@ -537,6 +537,25 @@ class Log:
         self._recovery_point = max(self._recovery_point, self._log_start_offset)
         return len(deletable)
 
+    # -- compaction ------------------------------------------------------------------------
+
+    def replace_segments(self, new: LogSegment, old: Sequence[LogSegment]) -> None:
+        """Put a cleaned segment in the place of the consecutive inactive segments it was
+        cleaned from (the in-memory half of Kafka's replaceSegments; the files are swapped
+        by samsa.log.swap).  Raises ValueError if `old` is no longer such a run."""
+        segments = self._segments
+        try:
+            i = next(n for n, s in enumerate(segments) if s is old[0])
+        except StopIteration:
+            raise ValueError(f"segment {old[0].base_offset} is no longer in {self}") from None
+        run = segments[i : i + len(old)]
+        if len(run) != len(old) or any(a is not b for a, b in zip(run, old, strict=True)):
+            raise ValueError(f"segments {[s.base_offset for s in old]} changed in {self}")
+        if i + len(old) >= len(segments) or new.base_offset != old[0].base_offset:
+            raise ValueError(f"cannot replace the active segment of {self}")
+        segments[i : i + len(old)] = [new]
+        self._bases[i : i + len(old)] = [new.base_offset]
+
     # -- durability and lifecycle ----------------------------------------------------------
 
     def flush(self, offset: int | None = None) -> None:
