@@ -26,6 +26,7 @@ from samsa.log.errors import (
 from samsa.log.info import FetchDataInfo, LogAppendInfo
 from samsa.log.loader import load_log
 from samsa.log.segment import LogSegment
+from samsa.log.swap import segment_run
 from samsa.protocol.records import (
     BATCH_HEADER_SIZE,
     BatchHeader,
@@ -544,15 +545,9 @@ class Log:
         cleaned from (the in-memory half of Kafka's replaceSegments; the files are swapped
         by samsa.log.swap).  Raises ValueError if `old` is no longer such a run."""
         segments = self._segments
-        try:
-            i = next(n for n, s in enumerate(segments) if s is old[0])
-        except StopIteration:
-            raise ValueError(f"segment {old[0].base_offset} is no longer in {self}") from None
-        run = segments[i : i + len(old)]
-        if len(run) != len(old) or any(a is not b for a, b in zip(run, old, strict=True)):
-            raise ValueError(f"segments {[s.base_offset for s in old]} changed in {self}")
-        if i + len(old) >= len(segments) or new.base_offset != old[0].base_offset:
-            raise ValueError(f"cannot replace the active segment of {self}")
+        i = segment_run(segments, old)
+        if new.base_offset != old[0].base_offset:
+            raise ValueError(f"segment {new.base_offset} cannot replace {old[0].base_offset}")
         segments[i : i + len(old)] = [new]
         self._bases[i : i + len(old)] = [new.base_offset]
 

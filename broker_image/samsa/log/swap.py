@@ -44,12 +44,27 @@ def _no_crash(point: str) -> None:
     pass
 
 
+def segment_run(segments: Sequence[LogSegment], old: Sequence[LogSegment]) -> int:
+    """Where `old` starts in `segments`, if it is a run of consecutive inactive segments
+    there (the same objects); ValueError otherwise."""
+    for i, segment in enumerate(segments):
+        if segment is old[0]:
+            run = segments[i : i + len(old)]
+            if len(run) != len(old) or any(a is not b for a, b in zip(run, old, strict=True)):
+                break
+            if i + len(old) >= len(segments):
+                raise ValueError("the active segment cannot be replaced")
+            return i
+    raise ValueError(f"segments {[s.base_offset for s in old]} are no longer in the log")
+
+
 def swap_in(
     log_: Log, cleaned: LogSegment, old: Sequence[LogSegment], crash_hook: CrashHook = _no_crash
 ) -> None:
     """Replace `old` (consecutive inactive segments of the log) by `cleaned`, whose
     `.cleaned` files are complete and fsynced.  Synchronous: nothing else touches the log
     between the first rename and the in-memory replacement."""
+    segment_run(log_.segments, old)
     dir = log_.dir
     cleaned.change_file_suffixes(CLEANED_SUFFIX, SWAP_SUFFIX)
     fsync_dir(dir)
@@ -65,10 +80,15 @@ def swap_in(
 
 
 def discard_cleaned(segment: LogSegment) -> None:
-    """Abandon a cleaned segment that was not swapped in: close and delete its files."""
+    """Abandon a cleaned segment that was not swapped in: close it and delete its files,
+    unless the swap was already committed (then a restart finishes it)."""
+    if not segment.log_path.name.endswith(CLEANED_SUFFIX):
+        log.error("swapping %s in failed after it was committed", segment.log_path)
+        return
     segment.close_handles()
     for path in (segment.log_path, segment.offset_index.path, segment.time_index.path):
-        path.unlink(missing_ok=True)
+        if path.name.endswith(CLEANED_SUFFIX):
+            path.unlink(missing_ok=True)
 
 
 def _next_offset(path: Path) -> int | None:
@@ -119,4 +139,10 @@ def complete_interrupted_swaps(dir: Path) -> None:
         fsync_dir(dir)
 
 
-__all__ = ["CrashHook", "complete_interrupted_swaps", "discard_cleaned", "swap_in"]
+__all__ = [
+    "CrashHook",
+    "complete_interrupted_swaps",
+    "discard_cleaned",
+    "segment_run",
+    "swap_in",
+]
