@@ -26,6 +26,7 @@ from samsa.handlers.apis import KafkaApis
 from samsa.handlers.context import BrokerServices
 from samsa.handlers.registry import default_apis
 from samsa.log import LogManager
+from samsa.log.cleaner import CleanerConfig, LogCleaner, crash_hook_from_env
 from samsa.metadata import BrokerInfo, LocalMetadataStore, MetadataCache, TopicPartition
 from samsa.metadata.local import ensure_meta_properties
 from samsa.network import Connection, SocketServer
@@ -63,7 +64,8 @@ class KafkaServer:
         self.replica_manager: ReplicaManager | None = None
         self.store: LocalMetadataStore | None = None
         self.cache: MetadataCache | None = None
-        self.metrics = BrokerMetrics(lambda: self.log_manager)
+        self.log_cleaner: LogCleaner | None = None
+        self.metrics = BrokerMetrics(lambda: self.log_manager, lambda: self.log_cleaner)
         self.group_coordinator: GroupCoordinator | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._stopped = asyncio.Event()
@@ -141,6 +143,7 @@ class KafkaServer:
         )
         await controller.start()
         self.group_coordinator = await self._start_group_coordinator()
+        self.log_cleaner = self._start_log_cleaner()
         services = BrokerServices(
             config=config,
             broker=broker,
@@ -205,6 +208,25 @@ class KafkaServer:
             await coordinator.load_partition(p, replay(self.replica_manager, p))
         coordinator.start()
         return coordinator
+
+    def _start_log_cleaner(self) -> LogCleaner:
+        """Kafka's log cleaner: compacts logs with cleanup.policy=compact in the background,
+        never past a partition's high watermark."""
+        assert self.log_manager is not None
+        cleaner = LogCleaner(
+            self.log_manager,
+            CleanerConfig.from_properties(self.dynamic_config().values),
+            last_stable=self._high_watermark,
+            crash_hook=crash_hook_from_env(),
+        )
+        if cleaner.config.enable:
+            cleaner.start()
+        return cleaner
+
+    def _high_watermark(self, topic: str, partition: int) -> int | None:
+        assert self.replica_manager is not None
+        hosted = self.replica_manager.get_partition(TopicPartition(topic, partition))
+        return hosted.high_watermark if hosted is not None else None
 
     def _partition_exists(self, topic: str, partition: int) -> bool:
         assert self.cache is not None
@@ -281,6 +303,8 @@ class KafkaServer:
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        if self.log_cleaner is not None:
+            await self.log_cleaner.shutdown()
         if self.socket_server is not None:
             await self.socket_server.stop()
         if self.group_coordinator is not None:
