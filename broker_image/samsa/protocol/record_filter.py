@@ -9,7 +9,7 @@ to a compacted topic has a key.  Nothing here runs for an ordinary topic's produ
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from samsa.protocol.records import (
     BATCH_HEADER_SIZE,
@@ -53,35 +53,81 @@ def batch_body(batch: bytes | memoryview, header: BatchHeader) -> bytes:
 
 def parse_records(body: bytes, count: int) -> list[RecordSpan]:
     """The `count` records of a records section, up to each one's value length."""
-    out: list[RecordSpan] = []
+    return _parse(body, count, keys_only=False)
+
+
+def record_keys(body: bytes, count: int) -> list[tuple[int, bytes | None]]:
+    """(offset delta, key) of each of the `count` records: what an offset map needs."""
+    return _parse(body, count, keys_only=True)
+
+
+def _parse(body: bytes, count: int, *, keys_only: bool) -> list[Any]:
+    # The cleaner's inner loop.  Most varints are one byte and record lengths two: those
+    # cases are inlined, the rest go through _get_varint.
+    varint = _get_varint
+    out: list[Any] = []
     append = out.append
     pos = 0
     size = len(body)
-    for _ in range(count):
-        start = pos
-        length, pos = _get_varint(body, pos)
-        end = pos + length
-        if length < 0 or end > size:
-            raise CorruptRecordError("record runs past the end of its batch")
-        # The record's attributes byte is unused by v2.
-        ts_delta, p = _get_varint(body, pos + 1)
-        after_ts = p
-        offset_delta, p = _get_varint(body, p)
-        key_length, p = _get_varint(body, p)
-        key = None
-        if key_length >= 0:
-            key = body[p : p + key_length]
-            p += key_length
-        value_length, p = _get_varint(body, p)
-        if p > end or value_length > end - p:
-            raise CorruptRecordError("record fields run past the record's length")
-        append(
-            _new_span(
-                RecordSpan,
-                (start, end, after_ts, ts_delta, offset_delta, key, value_length >= 0),
+    try:
+        for _ in range(count):
+            start = pos
+            b = body[pos]
+            if b < 0x80:
+                length, pos = (b >> 1) ^ -(b & 1), pos + 1
+            elif body[pos + 1] < 0x80:  # records of 64 to 8191 bytes
+                length = (b & 0x7F) | (body[pos + 1] << 7)
+                length, pos = (length >> 1) ^ -(length & 1), pos + 2
+            else:
+                length, pos = varint(body, pos)
+            end = pos + length
+            if length < 0 or end > size:
+                raise CorruptRecordError("record runs past the end of its batch")
+            p = pos + 1  # the record's attributes byte is unused by v2
+            b = body[p]
+            if b < 0x80:
+                ts_delta, p = (b >> 1) ^ -(b & 1), p + 1
+            else:
+                ts_delta, p = varint(body, p)
+            after_ts = p
+            b = body[p]
+            if b < 0x80:
+                offset_delta, p = (b >> 1) ^ -(b & 1), p + 1
+            else:
+                offset_delta, p = varint(body, p)
+            b = body[p]
+            if b < 0x80:
+                key_length, p = (b >> 1) ^ -(b & 1), p + 1
+            else:
+                key_length, p = varint(body, p)
+            if key_length > end - p:
+                raise CorruptRecordError("record key runs past the record's length")
+            key = None
+            if key_length >= 0:
+                key = body[p : p + key_length]
+                p += key_length
+            pos = end
+            if keys_only:
+                append((offset_delta, key))
+                continue
+            b = body[p]
+            if b < 0x80:
+                value_length, p = (b >> 1) ^ -(b & 1), p + 1
+            elif body[p + 1] < 0x80:
+                value_length = (b & 0x7F) | (body[p + 1] << 7)
+                value_length, p = (value_length >> 1) ^ -(value_length & 1), p + 2
+            else:
+                value_length, p = varint(body, p)
+            if p > end or value_length > end - p:
+                raise CorruptRecordError("record fields run past the record's length")
+            append(
+                _new_span(
+                    RecordSpan,
+                    (start, end, after_ts, ts_delta, offset_delta, key, value_length >= 0),
+                )
             )
-        )
-        pos = end
+    except IndexError:
+        raise CorruptRecordError("record truncated inside a varint") from None
     if pos != size:
         raise CorruptRecordError(f"{size - pos} bytes follow the last record of a batch")
     return out
@@ -201,5 +247,6 @@ __all__ = [
     "first_keyless_record",
     "parse_records",
     "rebuild_batch",
+    "record_keys",
     "record_timestamp",
 ]

@@ -12,6 +12,7 @@ from samsa.protocol.record_filter import (
     first_keyless_record,
     parse_records,
     rebuild_batch,
+    record_keys,
 )
 from samsa.protocol.records import (
     COMPRESSION_GZIP,
@@ -32,7 +33,12 @@ CODECS = [COMPRESSION_NONE, COMPRESSION_GZIP, COMPRESSION_SNAPPY, COMPRESSION_LZ
 records_st = st.lists(
     st.tuples(
         st.one_of(st.none(), st.binary(max_size=20)),
-        st.one_of(st.none(), st.binary(max_size=300)),
+        st.one_of(
+            st.none(),
+            st.binary(max_size=300),
+            # Lengths of one, two and three varint bytes.
+            st.integers(0, 20_000).map(lambda n: b"v" * n),
+        ),
         st.lists(
             st.tuples(st.text(max_size=5), st.one_of(st.none(), st.binary(max_size=5))), max_size=2
         ),
@@ -70,6 +76,7 @@ def test_rebuilt_batch_keeps_every_kept_record_and_the_header(
     spans = parse_records(body, h.records_count)
     assert [s.key for s in spans] == [r[0] for r in records]
     assert [s.has_value for s in spans] == [r[1] is not None for r in records]
+    assert record_keys(body, h.records_count) == [(s.offset_delta, s.key) for s in spans]
     keep = data.draw(st.sets(st.integers(0, len(records) - 1), min_size=1))
     kept = [spans[i] for i in sorted(keep)]
     rebuilt = rebuild_batch(h, body, kept, horizon)

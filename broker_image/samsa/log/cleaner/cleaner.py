@@ -40,6 +40,7 @@ from samsa.protocol.record_filter import (
     empty_batch,
     parse_records,
     rebuild_batch,
+    record_keys,
 )
 from samsa.protocol.records import BatchHeader, CorruptRecordError, batch_crc_ok, read_batch_header
 
@@ -277,11 +278,10 @@ class Cleaner:
             if h.last_offset >= start:
                 if not h.is_control:
                     base = h.base_offset
-                    for r in _records(view, h):
-                        if r.key is not None:
-                            offset = base + r.offset_delta
-                            if offset >= start and not put(r.key, offset):
-                                return True
+                    _check_crc(view, h)
+                    for delta, key in record_keys(batch_body(view, h), h.records_count):
+                        if key is not None and base + delta >= start and not put(key, base + delta):
+                            return True
                     stats.map_messages_read += h.records_count
                 offset_map.update_latest_offset(h.last_offset)
             stats.map_bytes_read += h.size
@@ -387,19 +387,20 @@ class Cleaner:
         kept = []
         tombstones = False
         for r in spans:
-            offset = base + r.offset_delta
+            _, _, _, _, offset_delta, key, has_value = r
+            offset = base + offset_delta
             if offset > latest:
                 keep = True
-            elif r.key is None:
+            elif key is None:
                 # Kafka drops keyless records from compacted logs (they are refused at
                 # produce time, but a topic may have been switched to compaction).
                 stats.invalid_messages += 1
                 keep = False
             else:
-                keep = offset >= lookup(r.key) and (r.has_value or retain_deletes)
+                keep = offset >= lookup(key) and (has_value or retain_deletes)
             if keep:
                 kept.append(r)
-                if not r.has_value:
+                if not has_value:
                     tombstones = True
         set_horizon = tombstones and horizon is None
         if kept and len(kept) == len(spans) and not set_horizon:
@@ -411,12 +412,12 @@ class Cleaner:
         return None
 
 
-def _body_and_records(view: memoryview, h: BatchHeader) -> tuple[bytes, list[RecordSpan]]:
+def _check_crc(view: memoryview, h: BatchHeader) -> None:
     if not batch_crc_ok(view, 0, h):
         raise CorruptRecordError(f"batch at offset {h.base_offset} fails its CRC check")
+
+
+def _body_and_records(view: memoryview, h: BatchHeader) -> tuple[bytes, list[RecordSpan]]:
+    _check_crc(view, h)
     body = batch_body(view, h)
     return body, parse_records(body, h.records_count)
-
-
-def _records(view: memoryview, h: BatchHeader) -> list[RecordSpan]:
-    return _body_and_records(view, h)[1]

@@ -16,9 +16,7 @@ ENTRY_BYTES = 160
 MAX_RAW_KEY = 48
 
 
-def _map_key(key: bytes) -> bytes:
-    if len(key) <= MAX_RAW_KEY:
-        return key
+def _digest(key: bytes) -> bytes:
     return b"#" + hashlib.blake2b(key, digest_size=16).digest()
 
 
@@ -42,17 +40,20 @@ class OffsetMap:
 
     def put(self, key: bytes, offset: int) -> bool:
         """Record `offset` as the key's latest; False (nothing recorded) when full."""
-        k = _map_key(key)
+        if len(key) > MAX_RAW_KEY:
+            key = _digest(key)
         offsets = self._offsets
-        if k not in offsets and len(offsets) >= self.capacity:
+        if len(offsets) >= self.capacity and key not in offsets:
             return False
-        offsets[k] = offset
+        offsets[key] = offset
         self.latest_offset = offset
         return True
 
     def get(self, key: bytes) -> int:
         """The key's latest offset, or -1 if the dirty section does not hold it."""
-        return self._offsets.get(_map_key(key), -1)
+        if len(key) > MAX_RAW_KEY:
+            key = _digest(key)
+        return self._offsets.get(key, -1)
 
     def update_latest_offset(self, offset: int) -> None:
         self.latest_offset = max(self.latest_offset, offset)
