@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import signal
 import time
+import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -75,8 +76,18 @@ def assert_consistent(records: Sequence[Consumed], produced: Sequence[Delivered]
 
 @pytest.fixture
 def broker(tmp_path: Path) -> InProcessBroker:
-    with InProcessBroker(tmp_path / "broker", CLEANER) as b:
+    with InProcessBroker(tmp_path / "broker", CLEANER, http=True) as b:
         yield b  # type: ignore[misc]
+
+
+def metrics(broker: InProcessBroker) -> dict[str, float]:
+    with urllib.request.urlopen(broker.http_url + "/metrics", timeout=5) as resp:
+        text = resp.read().decode()
+    return {
+        line.split(" ")[0]: float(line.split(" ")[1])
+        for line in text.splitlines()
+        if line and not line.startswith("#")
+    }
 
 
 def test_a_compacted_topic_keeps_the_last_value_of_each_key(broker: InProcessBroker) -> None:
@@ -98,6 +109,11 @@ def test_a_compacted_topic_keeps_the_last_value_of_each_key(broker: InProcessBro
     assert table(records) == latest(delivered)
     assert [r.timestamp for r in records] == [stamps[r.offset] for r in records]
     assert records[-1].offset == end - 1  # the active segment is untouched
+    seen = metrics(broker)
+    assert seen["kafka_log_log_cleaner_runs_total"] >= 1
+    assert seen["kafka_log_log_cleaner_messages_read_total"] >= 2900
+    assert 0 < seen["kafka_log_log_cleaner_cleaner_recopy_percent"] < 100
+    assert seen["kafka_log_log_cleaner_manager_uncleanable_partitions_count"] == 0
     # A consumer that started before the clean and goes on after it sees no step back.
     assert consume(bootstrap, topic, start=records[len(records) // 2].offset, end=end) == [
         r for r in records if r.offset >= records[len(records) // 2].offset
