@@ -75,6 +75,14 @@ BROKER_CONFIG = ConfigDef(
             "log.cleaner.max.compaction.lag.ms", "long", LONG_MAX, minimum=1, read_only=False
         ),
         ConfigKey("log.cleaner.backoff.ms", "long", 15_000, minimum=0),
+        ConfigKey(
+            "log.cleaner.threads",
+            "int",
+            1,
+            minimum=1,
+            maximum=1,
+            doc="one cleaner, run on the event loop in slices",
+        ),
         ConfigKey("log.cleaner.dedupe.buffer.size", "long", 134_217_728, minimum=1),
         ConfigKey("log.cleaner.io.buffer.size", "int", 524_288, minimum=1),
         ConfigKey("log.cleaner.io.buffer.load.factor", "double", 0.9, minimum=0, maximum=1),

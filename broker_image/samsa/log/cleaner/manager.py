@@ -118,12 +118,13 @@ def cleanable_offsets(
 
 def max_compaction_delay(log_: Log, first_dirty: int, now: int) -> int:
     """How long past max.compaction.lag.ms the oldest dirty record is (0 if it is not)."""
-    lag = log_.config.max_compaction_lag_ms
+    clean_until = now - max(log_.config.max_compaction_lag_ms, 0)
+    if clean_until <= 0:
+        return 0  # the default, "never": no need to look at any segment
     dirty = segments_overlapping(log_, first_dirty, log_.active_segment.base_offset)
     stamps = [ts for ts in (first_batch_timestamp(s) for s in dirty) if ts > 0]
     if not stamps:
         return 0
-    clean_until = now - max(lag, 0)
     return max(clean_until - min(stamps), 0)
 
 
