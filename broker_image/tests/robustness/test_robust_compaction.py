@@ -257,7 +257,7 @@ def test_kill_9_during_cleaning_loses_nothing(
         bootstrap = broker.bootstrap_servers
         # Written uncompacted, then switched to compaction: the clean starts after the writes.
         create_topic(bootstrap, topic, config={"segment.bytes": str(SEGMENT)})
-        keys, values = keyed(2000, 40)
+        keys, values = keyed(1200, 40)
         delivered = produce(bootstrap, topic, values, keys=keys, **SMALL_BATCHES)
         alter_topic(
             bootstrap, topic, {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01"}
