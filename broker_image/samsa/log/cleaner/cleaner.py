@@ -162,7 +162,7 @@ class _ProducerLastOffsets:
                 if h.producer_id >= 0:
                     last[h.producer_id] = h.last_offset
                 if (yield None):
-                    _check_segments(self._log, segments)
+                    check_segments(self._log, segments)
         self.offsets = last
 
 
@@ -178,7 +178,8 @@ class _Round:
     check_done: CheckDone
 
 
-def _check_segments(log_: Log, segments: Sequence[LogSegment]) -> None:
+def check_segments(log_: Log, segments: Sequence[LogSegment]) -> None:
+    """Raise LogCleaningAbortedError unless every one of `segments` is still in the log."""
     live = {id(s) for s in log_.segments}
     if any(id(s) not in live for s in segments):
         raise LogCleaningAbortedError(f"segments of {log_} went while it was being cleaned")

@@ -39,6 +39,7 @@ from samsa.log.cleaner.cleaner import (
     LogCleaningAbortedError,
     Offload,
     Steps,
+    check_segments,
 )
 from samsa.log.cleaner.manager import LogCleanerManager, LogToClean, StableOffset
 from samsa.log.cleaner.offset_map import OffsetMap
@@ -187,9 +188,7 @@ class LogCleaner:
                 raise LogCleaningAbortedError("aborted")
             if self.log_manager.get_log(*tp) is not plog:
                 raise LogCleaningAbortedError("the log was deleted")
-            live = {id(s) for s in plog.segments}
-            if any(id(s) not in live for s in segments):
-                raise LogCleaningAbortedError("segments were deleted or truncated meanwhile")
+            check_segments(plog, segments)
 
         return check
 
