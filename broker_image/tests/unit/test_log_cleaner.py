@@ -247,6 +247,35 @@ def test_a_read_across_a_swap_only_moves_forward(tmp_path: Path) -> None:
     assert view(first + rest) == view(original)
 
 
+@pytest.mark.parametrize("phase", [1, 230])  # while mapping keys, while rewriting segments
+def test_a_truncation_under_the_cleaner_stops_the_clean(tmp_path: Path, phase: int) -> None:
+    clock = Clock()
+    _, plog, cleaner = compacted_log(tmp_path, clock)
+    for i in range(200):
+        put(plog, b"k%d" % (i % 3), b"v%d" % i)
+    plog.roll()
+    steps = cleaner.clean_filthiest_log_steps()
+    for _ in range(phase):
+        steps.send(None)
+    stats = cleaner.cleaner.current
+    assert stats is not None and (stats.bytes_read > 0) == (phase > 1)
+    # A follower truncates into the cleanable range, then takes new records at those
+    # offsets and rolls: the cut segment is no longer the last, only shorter.
+    cut = plog.segments[-2]
+    plog.truncate_to(cut.base_offset + 2)
+    for i in range(40):
+        put(plog, b"k%d" % (i % 3), b"new-%d" % i)
+    plog.roll()
+    expected = read_all(plog)
+    with pytest.raises(StopIteration) as done:
+        steps.send(True)
+    assert done.value.value is False and cleaner.totals.aborted == 1
+    assert read_all(plog) == expected
+    assert not list(plog.dir.glob("*.cleaned"))
+    assert cleaner.clean_filthiest_log_now()
+    assert view(read_all(plog)) == view(expected)
+
+
 def test_abort_and_pause(tmp_path: Path) -> None:
     clock = Clock()
     _, plog, cleaner = compacted_log(tmp_path, clock)

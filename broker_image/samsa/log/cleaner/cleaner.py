@@ -58,7 +58,10 @@ class Offload(NamedTuple):
 Step = Offload | None
 # Sent back into the generator: after a None step, whether other work ran meanwhile.
 Steps = Generator[Step, Any, Any]
-CheckDone = Callable[[Sequence[LogSegment]], None]
+# Raises LogCleaningAbortedError if cleaning must stop (aborted, log deleted).
+CheckDone = Callable[[], None]
+# The same, and also if any of the given segments changed under the cleaner.
+CheckSegments = Callable[[Sequence[LogSegment]], None]
 # The last offset of each active producer's last data batch (pid -> offset).
 ActiveProducers = Callable[[Log], Mapping[int, int]]
 
@@ -151,18 +154,17 @@ class _ProducerLastOffsets:
         self._log = log_
         self.offsets: Mapping[int, int] | None = None
 
-    def load(self) -> Steps:
+    def load(self, check: CheckSegments) -> Steps:
         if self._provider is not None:
             self.offsets = self._provider(self._log)
             return
-        segments = self._log.segments
         last: dict[int, int] = {}
-        for segment in segments:
+        for segment in self._log.segments:
             for _, h, _ in segment.iter_batches():
                 if h.producer_id >= 0:
                     last[h.producer_id] = h.last_offset
                 if (yield None):
-                    check_segments(self._log, segments)
+                    check(())
         self.offsets = last
 
 
@@ -175,14 +177,34 @@ class _Round:
     stats: CleanerStats
     producers: _ProducerLastOffsets
     upper_bound: int  # the first uncleanable offset
-    check_done: CheckDone
+    check: CheckSegments
 
 
-def check_segments(log_: Log, segments: Sequence[LogSegment]) -> None:
-    """Raise LogCleaningAbortedError unless every one of `segments` is still in the log."""
-    live = {id(s) for s in log_.segments}
-    if any(id(s) not in live for s in segments):
-        raise LogCleaningAbortedError(f"segments of {log_} went while it was being cleaned")
+class _Unchanged:
+    """Whether the segments a clean reads are as they were when it began.
+
+    Between slices the log may change: retention deletes segments from the front (harmless:
+    what the clean would have dropped goes anyway), and truncation (a follower's, after a
+    leader change) cuts it from the back, possibly below the high watermark.  A truncation
+    into the cleanable range shrinks or removes its last segment, and the offset map may
+    then name offsets that are gone: so that segment, and those being read, must be present
+    at their original sizes, or the clean stops before it swaps anything in."""
+
+    def __init__(self, log_: Log, below: int, check_done: CheckDone) -> None:
+        self._log = log_
+        segments = [s for s in log_.segments[:-1] if s.base_offset < below]
+        self._sizes = {id(s): s.size for s in segments}
+        self._last = segments[-1:]
+        self._check_done = check_done
+
+    def __call__(self, segments: Sequence[LogSegment]) -> None:
+        self._check_done()
+        live = {id(s) for s in self._log.segments}
+        for s in (*segments, *self._last):
+            if id(s) not in live or self._sizes.get(id(s), s.size) != s.size:
+                raise LogCleaningAbortedError(
+                    f"segment {s.base_offset} of {self._log} was deleted or truncated meanwhile"
+                )
 
 
 class Cleaner:
@@ -209,8 +231,9 @@ class Cleaner:
         plog = to_clean.log
         now = self.now_ms()
         stats = self.current = CleanerStats()
+        check = _Unchanged(plog, to_clean.first_uncleanable_offset, check_done)
         yield from self._build_offset_map(
-            plog, to_clean.first_dirty_offset, to_clean.first_uncleanable_offset, stats, check_done
+            plog, to_clean.first_dirty_offset, to_clean.first_uncleanable_offset, stats, check
         )
         end_offset = self.offset_map.latest_offset + 1
         stats.map_done = time.monotonic()
@@ -235,7 +258,7 @@ class Cleaner:
             stats,
             _ProducerLastOffsets(self.active_producers, plog),
             to_clean.first_uncleanable_offset,
-            check_done,
+            check,
         )
         for group in groups:
             yield from self._clean_segments(round_, group)
@@ -246,13 +269,13 @@ class Cleaner:
     # -- the offset map ---------------------------------------------------------------------
 
     def _build_offset_map(
-        self, plog: Log, start: int, end: int, stats: CleanerStats, check_done: CheckDone
+        self, plog: Log, start: int, end: int, stats: CleanerStats, check: CheckSegments
     ) -> Steps:
         self.offset_map.clear()
         dirty = segments_overlapping(plog, start, end)
         for i, segment in enumerate(dirty):
             following = dirty[i + 1].base_offset if i + 1 < len(dirty) else end
-            full = yield from self._map_segment(segment, start, following, stats, check_done)
+            full = yield from self._map_segment(segment, start, following, stats, check)
             if full:
                 log.info(
                     "offset map full for %s: segment %d mapped up to offset %d",
@@ -268,7 +291,7 @@ class Cleaner:
         start: int,
         following: int,
         stats: CleanerStats,
-        check_done: CheckDone,
+        check: CheckSegments,
     ) -> Steps:
         """Map the keys of one dirty segment; True if the map filled up part way."""
         found = segment.translate_offset(start)
@@ -287,7 +310,7 @@ class Cleaner:
                 offset_map.update_latest_offset(h.last_offset)
             stats.map_bytes_read += h.size
             if (yield None):
-                check_done((segment,))
+                check((segment,))
         # Offsets missing at the end of the segment (compacted away) count as mapped too.
         offset_map.update_latest_offset(following - 1)
         return False
@@ -309,7 +332,7 @@ class Cleaner:
             os.utime(cleaned.log_path, ns=(mtime, mtime))
             self.crash_hook("cleaned")
             yield Offload(cleaned.flush)
-            round_.check_done(group)
+            round_.check(group)
             swap_in(plog, cleaned, group, self.crash_hook)
         except BaseException:
             discard_cleaned(cleaned)
@@ -331,7 +354,7 @@ class Cleaner:
         retention = round_.log.config.delete_retention_ms
         for _, h, view in source.iter_batches(0, self.io_buffer_size):
             if h.producer_id >= 0 and producers.offsets is None:
-                yield from producers.load()
+                yield from producers.load(round_.check)
             last_of_producer = (
                 h.producer_id >= 0
                 and producers.offsets is not None
@@ -348,7 +371,7 @@ class Cleaner:
                     self._write(dest, out, headers, stats)
                     out, headers, pending = [], [], 0
             if (yield None):
-                round_.check_done(group)
+                round_.check(group)
         if out:
             self._write(dest, out, headers, stats)
 
