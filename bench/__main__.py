@@ -5,12 +5,16 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-from bench import broker_core, groups
+from bench import broker_core, cleaner, groups
 from bench.report import Row, print_table
 
 BENCHMARKS: dict[str, tuple[str, Callable[[bool], list[Row]]]] = {
     "broker_core": ("Broker core: one broker, librdkafka, acks=1", broker_core.run),
     "groups": ("Consumer groups: 3 librdkafka members, 6 partitions, 100 B records", groups.run),
+    "cleaner": (
+        "Log cleaner: one log, cleaned on the event loop; p50-p99.9 = loop lag meanwhile",
+        cleaner.run,
+    ),
 }
 
 

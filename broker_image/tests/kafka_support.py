@@ -547,6 +547,12 @@ class BrokerProcess:
         self.proc.send_signal(signal.SIGKILL)
         self.proc.wait(10)
 
+    def reap(self) -> None:
+        """Kill the process if it still runs (test teardown, whatever happened)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
     def stop(self, timeout: float = 20.0) -> int:
         """SIGTERM and wait; the exit code."""
         if self.proc is None or self.proc.poll() is not None:

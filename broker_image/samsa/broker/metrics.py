@@ -6,10 +6,11 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from samsa.log import LogManager
+from samsa.log.cleaner import LogCleaner
 
 LATENCY_BUCKETS = (
     0.0001,
@@ -61,8 +62,87 @@ class _LogCollector(Collector):
         return [size, end, start, segments]
 
 
+class _CleanerCollector(Collector):
+    """The log cleaner's work (Kafka's LogCleaner and LogCleanerManager metrics)."""
+
+    def __init__(self, log_cleaner: Callable[[], LogCleaner | None]) -> None:
+        self._log_cleaner = log_cleaner
+
+    def collect(self) -> Iterable[GaugeMetricFamily | CounterMetricFamily]:
+        cleaner = self._log_cleaner()
+        if cleaner is None:
+            return []
+        t = cleaner.totals
+        prefix = "kafka_log_log_cleaner"
+        out: list[GaugeMetricFamily | CounterMetricFamily] = [
+            CounterMetricFamily(f"{prefix}_runs", "Logs cleaned", value=t.runs),
+            CounterMetricFamily(f"{prefix}_aborted", "Cleanings abandoned", value=t.aborted),
+            CounterMetricFamily(f"{prefix}_failed", "Cleanings that failed", value=t.failed),
+            CounterMetricFamily(f"{prefix}_bytes_read", "Bytes cleaned", value=t.bytes_read),
+            CounterMetricFamily(f"{prefix}_bytes_written", "Bytes kept", value=t.bytes_written),
+            CounterMetricFamily(
+                f"{prefix}_messages_read", "Records cleaned", value=t.messages_read
+            ),
+            CounterMetricFamily(
+                f"{prefix}_messages_written", "Records kept", value=t.messages_written
+            ),
+        ]
+        if t.last is not None:
+            out += [
+                GaugeMetricFamily(
+                    f"{prefix}_max_clean_time_secs",
+                    "Duration of the last clean",
+                    value=t.last.elapsed_s,
+                ),
+                GaugeMetricFamily(
+                    f"{prefix}_cleaner_recopy_percent",
+                    "Bytes kept per 100 bytes cleaned, last clean",
+                    value=100 * t.last.recopy_ratio,
+                ),
+                GaugeMetricFamily(
+                    f"{prefix}_max_buffer_utilization_percent",
+                    "Offset map use, last clean",
+                    value=100 * t.last.buffer_utilization,
+                ),
+            ]
+        manager = cleaner.manager
+        prefix = "kafka_log_log_cleaner_manager"
+        out.append(
+            GaugeMetricFamily(
+                f"{prefix}_max_dirty_percent",
+                "Dirty share of the dirtiest compacted log",
+                value=100 * manager.dirtiest_ratio,
+            )
+        )
+        if manager.time_of_last_run_ms is not None:
+            out.append(
+                GaugeMetricFamily(
+                    f"{prefix}_time_since_last_run_ms",
+                    "Since the cleaner last looked for work",
+                    value=max(cleaner.now_ms() - manager.time_of_last_run_ms, 0),
+                )
+            )
+        out += [
+            GaugeMetricFamily(
+                f"{prefix}_uncleanable_partitions_count",
+                "Logs the cleaner gave up on",
+                value=len(manager.uncleanable),
+            ),
+            GaugeMetricFamily(
+                f"{prefix}_uncleanable_bytes",
+                "Bytes of the logs the cleaner gave up on",
+                value=manager.uncleanable_bytes(),
+            ),
+        ]
+        return out
+
+
 class BrokerMetrics:
-    def __init__(self, log_manager: Callable[[], LogManager | None]) -> None:
+    def __init__(
+        self,
+        log_manager: Callable[[], LogManager | None],
+        log_cleaner: Callable[[], LogCleaner | None] = lambda: None,
+    ) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
         self.messages_in = Counter(
@@ -102,6 +182,7 @@ class BrokerMetrics:
             registry=r,
         )
         r.register(_LogCollector(log_manager))
+        r.register(_CleanerCollector(log_cleaner))
 
         # labels() costs a lock and a dict build per call: keep the children, they're hot.
         self._per_api: dict[str, tuple[Any, Any]] = {}

@@ -27,6 +27,7 @@ from samsa.handlers.apis import KafkaApis
 from samsa.handlers.context import BrokerServices
 from samsa.handlers.registry import default_apis
 from samsa.log import LogManager
+from samsa.log.cleaner import CleanerConfig, LogCleaner, crash_hook_from_env
 from samsa.metadata import (
     BrokerInfo,
     LocalMetadataStore,
@@ -71,7 +72,8 @@ class KafkaServer:
         self.replica_manager: ReplicaManager | None = None
         self.store: MetadataStore | None = None
         self.cache: MetadataCache | None = None
-        self.metrics = BrokerMetrics(lambda: self.log_manager)
+        self.log_cleaner: LogCleaner | None = None
+        self.metrics = BrokerMetrics(lambda: self.log_manager, lambda: self.log_cleaner)
         self.group_coordinator: GroupCoordinator | None = None
         self.cluster: ClusterMembership | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -165,6 +167,7 @@ class KafkaServer:
             )
             await controller.start()
             self.group_coordinator = await self._start_group_coordinator()
+        self.log_cleaner = self._start_log_cleaner()
         services = BrokerServices(
             config=config,
             broker=broker,
@@ -307,6 +310,25 @@ class KafkaServer:
         coordinator.start()
         return coordinator
 
+    def _start_log_cleaner(self) -> LogCleaner:
+        """Kafka's log cleaner: compacts logs with cleanup.policy=compact in the background,
+        never past a partition's high watermark."""
+        assert self.log_manager is not None
+        cleaner = LogCleaner(
+            self.log_manager,
+            CleanerConfig.from_properties(self.dynamic_config().values),
+            last_stable=self._high_watermark,
+            crash_hook=crash_hook_from_env(),
+        )
+        if cleaner.config.enable:
+            cleaner.start()
+        return cleaner
+
+    def _high_watermark(self, topic: str, partition: int) -> int | None:
+        assert self.replica_manager is not None
+        hosted = self.replica_manager.get_partition(TopicPartition(topic, partition))
+        return hosted.high_watermark if hosted is not None else None
+
     def _partition_exists(self, topic: str, partition: int) -> bool:
         assert self.cache is not None
         meta = self.cache.topic(topic)
@@ -407,6 +429,8 @@ class KafkaServer:
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        if self.log_cleaner is not None:
+            await self.log_cleaner.shutdown()
         if self.cluster is not None:
             # Leaving ZooKeeper deregisters this broker: the controller moves what is left.
             await self.cluster.close()

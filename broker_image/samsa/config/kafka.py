@@ -75,6 +75,20 @@ BROKER_CONFIG = ConfigDef(
             "log.cleaner.max.compaction.lag.ms", "long", LONG_MAX, minimum=1, read_only=False
         ),
         ConfigKey("log.cleaner.backoff.ms", "long", 15_000, minimum=0),
+        ConfigKey(
+            "log.cleaner.threads",
+            "int",
+            1,
+            minimum=1,
+            maximum=1,
+            doc="one cleaner, run on the event loop in slices",
+        ),
+        ConfigKey("log.cleaner.dedupe.buffer.size", "long", 134_217_728, minimum=1),
+        ConfigKey("log.cleaner.io.buffer.size", "int", 524_288, minimum=1),
+        ConfigKey("log.cleaner.io.buffer.load.factor", "double", 0.9, minimum=0, maximum=1),
+        ConfigKey(
+            "log.cleaner.io.max.bytes.per.second", "double", 1.7976931348623157e308, minimum=0
+        ),
         ConfigKey("compression.type", "string", "producer", choices=("producer",)),
         ConfigKey("min.insync.replicas", "int", 1, minimum=1, read_only=False),
         ConfigKey("unclean.leader.election.enable", "boolean", False, read_only=False),

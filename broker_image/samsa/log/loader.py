@@ -8,7 +8,6 @@ are rebuilt, and each of these is logged as a warning naming the file.
 from __future__ import annotations
 
 import logging
-import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -16,22 +15,9 @@ from pathlib import Path
 
 from samsa.config.topic import LogConfig
 from samsa.log.epoch import LeaderEpochCache
-from samsa.log.segment import (
-    CLEANED_SUFFIX,
-    DELETED_SUFFIX,
-    INDEX_SUFFIX,
-    LOG_SUFFIX,
-    SWAP_SUFFIX,
-    TIME_INDEX_SUFFIX,
-    LogSegment,
-    file_stem,
-)
-from samsa.protocol.records import (
-    BATCH_HEADER_SIZE,
-    MIN_BATCH_LENGTH,
-    BatchHeader,
-    read_batch_header,
-)
+from samsa.log.segment import DELETED_SUFFIX, LOG_SUFFIX, LogSegment
+from samsa.log.swap import complete_interrupted_swaps
+from samsa.protocol.records import BatchHeader
 
 log = logging.getLogger(__name__)
 
@@ -47,54 +33,12 @@ class LoadedLog:
 
 
 def _remove_leftovers(dir: Path) -> None:
-    """Delete `.deleted` and `.cleaned` files; finish interrupted `.swap`s (Kafka's rule:
-    a swap segment replaces the segments whose offsets it covers)."""
-    swaps: list[Path] = []
+    """Delete `.deleted` files; roll back unfinished cleans and finish committed swaps."""
     for path in dir.iterdir():
-        name = path.name
-        if name.endswith((DELETED_SUFFIX, CLEANED_SUFFIX)):
+        if path.name.endswith(DELETED_SUFFIX):
             log.info("removing leftover file %s", path)
             path.unlink(missing_ok=True)
-        elif name.endswith(SWAP_SUFFIX):
-            swaps.append(path)
-    for swap in sorted(swaps):
-        final = swap.with_name(swap.name[: -len(SWAP_SUFFIX)])
-        if final.name.endswith(LOG_SUFFIX):
-            _replace_covered_segments(dir, swap)
-        log.warning("completing interrupted swap: renaming %s to %s", swap, final.name)
-        os.replace(swap, final)
-
-
-def _offset_range(path: Path) -> tuple[int, int] | None:
-    """First and last offset of the complete batches in a segment file (headers only)."""
-    first = last = None
-    with open(path, "rb") as f:
-        pos = 0
-        while True:
-            head = os.pread(f.fileno(), BATCH_HEADER_SIZE, pos)
-            if len(head) < BATCH_HEADER_SIZE:
-                break
-            h = read_batch_header(head)
-            if h.batch_length < MIN_BATCH_LENGTH:
-                break
-            first = h.base_offset if first is None else first
-            last = h.base_offset + h.last_offset_delta
-            pos += h.size
-    return None if first is None or last is None else (first, last)
-
-
-def _replace_covered_segments(dir: Path, swap: Path) -> None:
-    covered = _offset_range(swap)
-    if covered is None:
-        return
-    final = swap.with_name(swap.name[: -len(SWAP_SUFFIX)])
-    for path in dir.glob("*" + LOG_SUFFIX):
-        match = _SEGMENT_FILE.match(path.name)
-        if match and path != final and covered[0] <= int(match.group(1)) <= covered[1]:
-            base = int(match.group(1))
-            log.warning("removing %s, replaced by %s", path, swap)
-            for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
-                (dir / (file_stem(base) + suffix)).unlink(missing_ok=True)
+    complete_interrupted_swaps(dir)
 
 
 def _segment_bases(dir: Path) -> list[int]:

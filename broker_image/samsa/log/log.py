@@ -26,6 +26,7 @@ from samsa.log.errors import (
 from samsa.log.info import FetchDataInfo, LogAppendInfo
 from samsa.log.loader import load_log
 from samsa.log.segment import LogSegment
+from samsa.log.swap import segment_run
 from samsa.protocol.records import (
     BATCH_HEADER_SIZE,
     BatchHeader,
@@ -542,6 +543,19 @@ class Log:
             self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
         self._recovery_point = max(self._recovery_point, self._log_start_offset)
         return len(deletable)
+
+    # -- compaction ------------------------------------------------------------------------
+
+    def replace_segments(self, new: LogSegment, old: Sequence[LogSegment]) -> None:
+        """Put a cleaned segment in the place of the consecutive inactive segments it was
+        cleaned from (the in-memory half of Kafka's replaceSegments; the files are swapped
+        by samsa.log.swap).  Raises ValueError if `old` is no longer such a run."""
+        segments = self._segments
+        i = segment_run(segments, old)
+        if new.base_offset != old[0].base_offset:
+            raise ValueError(f"segment {new.base_offset} cannot replace {old[0].base_offset}")
+        segments[i : i + len(old)] = [new]
+        self._bases[i : i + len(old)] = [new.base_offset]
 
     # -- durability and lifecycle ----------------------------------------------------------
 

@@ -71,14 +71,17 @@ class LogSegment:
         size: int,
         config: LogConfig,
         created_ms: int,
+        suffix: str = "",
     ) -> None:
         self.base_offset = base_offset
-        self.log_path = dir / (file_stem(base_offset) + LOG_SUFFIX)
+        self.log_path = dir / (file_stem(base_offset) + LOG_SUFFIX + suffix)
         self.offset_index = OffsetIndex(
-            dir / (file_stem(base_offset) + INDEX_SUFFIX), base_offset, config.segment_index_bytes
+            dir / (file_stem(base_offset) + INDEX_SUFFIX + suffix),
+            base_offset,
+            config.segment_index_bytes,
         )
         self.time_index = TimeIndex(
-            dir / (file_stem(base_offset) + TIME_INDEX_SUFFIX),
+            dir / (file_stem(base_offset) + TIME_INDEX_SUFFIX + suffix),
             base_offset,
             config.segment_index_bytes,
         )
@@ -99,11 +102,16 @@ class LogSegment:
     # -- construction ----------------------------------------------------------------------
 
     @classmethod
-    def create(cls, dir: Path, base_offset: int, config: LogConfig, now_ms: int) -> LogSegment:
-        """A new, empty segment with fresh files (any old ones at this offset are replaced)."""
-        path = dir / (file_stem(base_offset) + LOG_SUFFIX)
+    def create(
+        cls, dir: Path, base_offset: int, config: LogConfig, now_ms: int, suffix: str = ""
+    ) -> LogSegment:
+        """A new, empty segment with fresh files (any old ones at this offset are replaced).
+
+        A `suffix` (`.cleaned`) names the files of a segment the log cleaner is writing.
+        """
+        path = dir / (file_stem(base_offset) + LOG_SUFFIX + suffix)
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
-        segment = cls(dir, base_offset, fd, 0, config, now_ms)
+        segment = cls(dir, base_offset, fd, 0, config, now_ms, suffix)
         segment.offset_index.create()
         segment.time_index.create()
         segment._dirty = True
@@ -282,6 +290,15 @@ class LogSegment:
 
     def read_batch(self, position: int, header: BatchHeader) -> bytes:
         return os.pread(self._fd, header.size, position)
+
+    def iter_batches(
+        self, start: int = 0, chunk: int = _RECOVERY_CHUNK
+    ) -> Iterator[tuple[int, BatchHeader, memoryview]]:
+        """(position, header, bytes) of each complete batch from byte `start`, read in
+        chunks of about `chunk` bytes (the log cleaner's sequential read)."""
+        for pos, h, view in self._scan(start, self._size, chunk, need_bytes=True):
+            assert view is not None
+            yield pos, h, view
 
     def find_offset_by_timestamp(self, timestamp: int, start_offset: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record at or after start_offset with a
@@ -463,6 +480,25 @@ class LogSegment:
         self.offset_index.close()
         self.time_index.close()
         self._close_fd()
+
+    def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
+        """Rename the .log (first) and both index files from one suffix to another (Kafka's
+        changeFileSuffixes: how the cleaner moves a segment from `.cleaned` to `.swap` to
+        live).  Open descriptors and maps follow the files."""
+        for holder, attr in (
+            (self, "log_path"),
+            (self.offset_index, "path"),
+            (self.time_index, "path"),
+        ):
+            path: Path = getattr(holder, attr)
+            name = path.name
+            if old_suffix:
+                if not name.endswith(old_suffix):
+                    raise ValueError(f"{path} does not end with {old_suffix}")
+                name = name[: -len(old_suffix)]
+            target = path.with_name(name + new_suffix)
+            os.replace(path, target)
+            setattr(holder, attr, target)
 
     def delete(self) -> None:
         """Close, rename every file to .deleted, then remove them."""

@@ -49,6 +49,9 @@ COMPRESSION_CODEC_MASK = 0x07
 TIMESTAMP_TYPE_MASK = 0x08
 TRANSACTIONAL_MASK = 0x10
 CONTROL_MASK = 0x20
+# KIP-534: set by the log cleaner on batches holding tombstones; baseTimestamp is then the
+# time after which those tombstones may be removed (the delete horizon).
+DELETE_HORIZON_MASK = 0x40
 
 CREATE_TIME = 0
 LOG_APPEND_TIME = 1
@@ -279,19 +282,25 @@ def _put_bytes(out: bytearray, data: bytes | None) -> None:
 
 
 def _get_varint(buf: bytes, pos: int) -> tuple[int, int]:
-    result = 0
-    shift = 0
-    while True:
-        if pos >= len(buf):
-            raise CorruptRecordError("record truncated inside a varint")
+    """A zigzag varint at `pos`: (value, position after it).  Most are one byte."""
+    try:
         b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
         if b < 0x80:
-            return (result >> 1) ^ -(result & 1), pos
-        shift += 7
-        if shift > 63:
-            raise CorruptRecordError("varint longer than 10 bytes")
+            return (b >> 1) ^ -(b & 1), pos + 1
+        result = b & 0x7F
+        shift = 7
+        pos += 1
+        while True:
+            b = buf[pos]
+            pos += 1
+            result |= (b & 0x7F) << shift
+            if b < 0x80:
+                return (result >> 1) ^ -(result & 1), pos
+            shift += 7
+            if shift > 63:
+                raise CorruptRecordError("varint longer than 10 bytes")
+    except IndexError:
+        raise CorruptRecordError("record truncated inside a varint") from None
 
 
 def _get_bytes(buf: bytes, pos: int) -> tuple[bytes | None, int]:
@@ -390,17 +399,49 @@ def build_batch(
             _put_bytes(record, hvalue)
         _put_varint(body, len(record))
         body += record
-    attributes = compression | (TRANSACTIONAL_MASK if transactional else 0)
-    post = _POST_CRC.pack(
-        attributes,
-        len(records) - 1,
-        first_ts,
-        max(timestamps),
-        producer_id,
-        producer_epoch,
-        base_sequence,
-        len(records),
-    ) + compress(compression, bytes(body))
+    return assemble_batch(
+        base_offset=base_offset,
+        partition_leader_epoch=partition_leader_epoch,
+        attributes=compression | (TRANSACTIONAL_MASK if transactional else 0),
+        last_offset_delta=len(records) - 1,
+        base_timestamp=first_ts,
+        max_timestamp=max(timestamps),
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+        records_count=len(records),
+        records=compress(compression, bytes(body)),
+    )
+
+
+def assemble_batch(
+    *,
+    base_offset: int,
+    partition_leader_epoch: int,
+    attributes: int,
+    last_offset_delta: int,
+    base_timestamp: int,
+    max_timestamp: int,
+    producer_id: int,
+    producer_epoch: int,
+    base_sequence: int,
+    records_count: int,
+    records: bytes,
+) -> bytes:
+    """A v2 batch from its header fields and its (already compressed) records section."""
+    post = (
+        _POST_CRC.pack(
+            attributes,
+            last_offset_delta,
+            base_timestamp,
+            max_timestamp,
+            producer_id,
+            producer_epoch,
+            base_sequence,
+            records_count,
+        )
+        + records
+    )
     crc = crc32c.crc32c(post)
     # batchLength also covers partitionLeaderEpoch, magic and crc: 9 bytes.
     return _PRE_CRC.pack(base_offset, len(post) + 9, partition_leader_epoch, MAGIC_V2, crc) + post

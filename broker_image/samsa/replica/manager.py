@@ -14,7 +14,13 @@ from samsa.log import LogManager, OffsetOutOfRangeError
 from samsa.metadata.model import PartitionState, TopicPartition
 from samsa.protocol.errors import ErrorCode, KafkaApiError
 from samsa.protocol.fileregion import FileRegion
-from samsa.protocol.records import CorruptRecordError, RecordTooLargeError, validate_batches
+from samsa.protocol.record_filter import first_keyless_record
+from samsa.protocol.records import (
+    BatchHeader,
+    CorruptRecordError,
+    RecordTooLargeError,
+    validate_batches,
+)
 from samsa.replica.delayed import DataWaiters
 from samsa.replica.fetcher import ReplicaFetcherManager
 from samsa.replica.partition import AlterIsr, Partition, ProducePartitionResponse
@@ -55,6 +61,20 @@ class LeaderAndIsrPartition:
     state: PartitionState
     topic_id: uuid.UUID
     is_new: bool = False
+
+
+def _require_keys(
+    tp: TopicPartition, records: bytes | memoryview, headers: list[BatchHeader]
+) -> None:
+    """Kafka's rule for compacted topics: every record has a key (INVALID_RECORD if not).
+    The one place the produce path reads individual records, and only for such topics."""
+    missing = first_keyless_record(records, headers)
+    if missing is not None:
+        raise KafkaApiError(
+            ErrorCode.invalid_record,
+            f"Compacted topic cannot accept message without key in topic partition {tp} "
+            f"(batch {missing[0]}, record {missing[1]}).",
+        )
 
 
 class ReplicaManager:
@@ -290,6 +310,8 @@ class ReplicaManager:
             config = partition.log.config
             try:
                 headers = validate_batches(records, config.max_message_bytes)
+                if config.compact:
+                    _require_keys(tp, records, headers)
             except RecordTooLargeError as exc:
                 raise KafkaApiError(ErrorCode.message_too_large, str(exc)) from None
             except CorruptRecordError as exc:

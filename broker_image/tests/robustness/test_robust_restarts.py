@@ -220,9 +220,7 @@ def test_sigkill_mid_burst_loses_no_acknowledged_record(tmp_path: Path) -> None:
         assert broker.stop() == 0
         assert "Traceback" not in broker.output(), broker.output()
     finally:
-        if broker.proc is not None and broker.proc.poll() is None:
-            broker.proc.kill()
-            broker.proc.wait(10)
+        broker.reap()
 
 
 def _verify(
