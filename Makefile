@@ -36,7 +36,7 @@ setup-python:
 lint:
 	$(UV) run ruff check .
 	$(UV) run ruff format --check .
-	$(UV) run mypy broker_image/samsa
+	$(UV) run mypy broker_image/samsa spark-on-k8s/samsa_spark spark-on-k8s/pyspark_samsa
 	$(UV) run lint-imports
 
 format:
