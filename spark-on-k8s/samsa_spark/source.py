@@ -112,7 +112,9 @@ class SamsaBatchReader(DataSourceReader):
         return [InputPartition(r) for r in ranges]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        yield from self.planner.range_reader().read(partition.value)
+        # Spark turns an empty plan into one partition whose value is None.
+        if partition.value is not None:
+            yield from self.planner.range_reader().read(partition.value)
 
 
 class SamsaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):

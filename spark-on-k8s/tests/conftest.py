@@ -122,3 +122,23 @@ def consume_all(bootstrap: str, topic: str, timeout: float = 30.0) -> list:
 @pytest.fixture
 def checkpoint(tmp_path: Path) -> Path:
     return tmp_path / "checkpoint"
+
+
+def ship_by_value(module_name: str) -> None:
+    """Let Spark's Python workers unpickle functions and classes of a test module, which they
+    cannot import by name."""
+    from pyspark import cloudpickle
+
+    cloudpickle.register_pickle_by_value(sys.modules[module_name])
+
+
+def wait_for(predicate, timeout: float = 60.0, interval: float = 0.05, what: str = "condition"):
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
