@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from conftest import produce
 from pyspark.errors import PySparkException
@@ -33,7 +35,7 @@ def test_malformed_starting_offsets(spark, bootstrap, make_topic):
         **{
             "kafka.bootstrap.servers": bootstrap,
             "subscribe": topic,
-            "startingOffsets": '{"%s": {"0": 1' % topic,
+            "startingOffsets": '{"' + topic + '": {"0": 1',
         },
     )
     assert "option startingOffsets: malformed JSON" in msg
@@ -45,7 +47,7 @@ def test_offsets_out_of_range_fail_or_are_skipped_by_failOnDataLoss(spark, boots
     options = {
         "kafka.bootstrap.servers": bootstrap,
         "subscribe": topic,
-        "startingOffsets": '{"%s": {"0": 500}}' % topic,
+        "startingOffsets": json.dumps({topic: {"0": 500}}),
     }
     msg = _error(spark, **options)
     assert f"option startingOffsets: offset 500 of {topic}/0 is out of range" in msg
@@ -56,7 +58,7 @@ def test_offsets_out_of_range_fail_or_are_skipped_by_failOnDataLoss(spark, boots
         reader = reader.option(k, v)
     assert reader.load().count() == 0  # starts at the end instead
 
-    options["startingOffsets"] = '{"%s": {"0": 7}}' % topic
+    options["startingOffsets"] = json.dumps({topic: {"0": 7}})
     reader = spark.read.format("samsa")
     for k, v in options.items():
         reader = reader.option(k, v)
