@@ -22,7 +22,7 @@ class SamsaOptionError(ValueError):
     """An option is missing, unknown in combination, or malformed."""
 
 
-def _get(options: Mapping[str, str], name: str) -> str | None:
+def get_option(options: Mapping[str, str], name: str) -> str | None:
     # Spark passes options case-insensitively (a CaseInsensitiveDict, or lowered keys).
     lowered = name.lower()
     for key, value in options.items():
@@ -32,7 +32,7 @@ def _get(options: Mapping[str, str], name: str) -> str | None:
 
 
 def _bool(options: Mapping[str, str], name: str, default: bool) -> bool:
-    raw = _get(options, name)
+    raw = get_option(options, name)
     if raw is None:
         return default
     if raw.strip().lower() in ("true", "false"):
@@ -43,7 +43,7 @@ def _bool(options: Mapping[str, str], name: str, default: bool) -> bool:
 def _int(
     options: Mapping[str, str], name: str, default: int | None, minimum: int = 0
 ) -> int | None:
-    raw = _get(options, name)
+    raw = get_option(options, name)
     if raw is None:
         return default
     try:
@@ -63,7 +63,7 @@ def kafka_params(options: Mapping[str, str]) -> dict[str, str]:
 
 
 def bootstrap_servers(options: Mapping[str, str]) -> str:
-    servers = _get(options, "kafka.bootstrap.servers")
+    servers = get_option(options, "kafka.bootstrap.servers")
     if not servers or not servers.strip():
         raise SamsaOptionError("option kafka.bootstrap.servers is required (host:port[,host:port])")
     return servers.strip()
@@ -121,9 +121,9 @@ def _assign_json(assigned: tuple[tuple[str, int], ...]) -> str:
 
 def parse_subscription(options: Mapping[str, str]) -> Subscription:
     given = {
-        name: _get(options, name)
+        name: get_option(options, name)
         for name in ("subscribe", "subscribePattern", "assign")
-        if _get(options, name) is not None
+        if get_option(options, name) is not None
     }
     if len(given) != 1:
         raise SamsaOptionError(
@@ -184,7 +184,7 @@ class OffsetSpec:
 def parse_offsets(
     options: Mapping[str, str], name: str, default: Literal["earliest", "latest"]
 ) -> OffsetSpec:
-    raw = _get(options, name)
+    raw = get_option(options, name)
     if raw is None:
         return OffsetSpec(default)
     text = raw.strip()
@@ -233,7 +233,7 @@ def parse_source_options(options: Mapping[str, str], streaming: bool) -> SourceO
     starting = parse_offsets(options, "startingOffsets", "latest" if streaming else "earliest")
     ts = _int(options, "startingTimestamp", None)
     if ts is not None:
-        if _get(options, "startingOffsets") is not None:
+        if get_option(options, "startingOffsets") is not None:
             raise SamsaOptionError(
                 "options startingOffsets and startingTimestamp exclude each other"
             )
@@ -241,7 +241,7 @@ def parse_source_options(options: Mapping[str, str], streaming: bool) -> SourceO
     ending: OffsetSpec | None = None
     if streaming:
         for batch_only in ("endingOffsets", "endingTimestamp"):
-            if _get(options, batch_only) is not None:
+            if get_option(options, batch_only) is not None:
                 raise SamsaOptionError(f"option {batch_only} is for batch reads only")
     else:
         ending = parse_offsets(options, "endingOffsets", "latest")
@@ -261,7 +261,7 @@ def parse_source_options(options: Mapping[str, str], streaming: bool) -> SourceO
     max_per_trigger = _int(options, "maxOffsetsPerTrigger", None, minimum=1)
     if max_per_trigger is not None and not streaming:
         raise SamsaOptionError("option maxOffsetsPerTrigger is for streaming reads only")
-    strategy = (_get(options, "startingOffsetsByTimestampStrategy") or "error").lower()
+    strategy = (get_option(options, "startingOffsetsByTimestampStrategy") or "error").lower()
     if strategy not in ("error", "latest"):
         raise SamsaOptionError(
             f"option startingOffsetsByTimestampStrategy must be error or latest, not {strategy!r}"
@@ -299,11 +299,11 @@ class SinkOptions:
 
 
 def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
-    topic = _get(options, "topic")
+    topic = get_option(options, "topic")
     return SinkOptions(
         bootstrap=bootstrap_servers(options),
         topic=topic.strip() if topic else None,
-        commit_log_topic=_get(options, "commitLogTopic"),
+        commit_log_topic=get_option(options, "commitLogTopic"),
         metadata_timeout_ms=_int(options, "metadataTimeoutMs", 30_000, minimum=1) or 30_000,
         kafka=kafka_params(options),
     )
