@@ -8,6 +8,7 @@ from collections import Counter
 from datetime import UTC, datetime
 
 import pytest
+from confluent_kafka import Consumer, TopicPartition
 from conftest import SINK_KAFKA, consume_all
 
 from samsa_spark.generator import generate, publish
@@ -106,3 +107,50 @@ def test_ctr_join_gives_click_through_rates(spark, bootstrap, make_topic, tmp_pa
     last = max(start for _c, start in got)
     assert {k for k in shown if k[1] < last} <= set(got)
     assert sum(r["clicks"] for r in out) > 0
+
+
+def _advertises_offset_fetch(bootstrap: str) -> bool:
+    from kafka import KafkaAdminClient
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        return 9 in {int(k) for k in admin.api_versions()}
+    finally:
+        admin.close()
+
+
+def _fill(bootstrap, topic):
+    from conftest import produce
+
+    produce(bootstrap, topic, [(b"k", b"0123456789")] * 10, partition=0)
+    produce(bootstrap, topic, [(None, b"abc")] * 6, partition=1)
+
+
+def test_volume_per_partition(spark, bootstrap, make_topic):
+    from samsa_spark.jobs.lag_report import volume
+
+    topic = make_topic(3, "vol")
+    _fill(bootstrap, topic)
+    rows = {r.partition: r for r in volume(spark, bootstrap, topic).collect()}
+    assert {p: (r.records, r.bytes) for p, r in rows.items()} == {0: (10, 110), 1: (6, 18)}
+
+
+def test_lag_report_per_partition_and_group(spark, bootstrap, make_topic):
+    if not _advertises_offset_fetch(bootstrap):
+        pytest.skip("the broker lacks consumer groups: no OffsetFetch (API key 9) in ApiVersions")
+    from samsa_spark.jobs.lag_report import lag_report
+
+    topic = make_topic(3, "lag")
+    _fill(bootstrap, topic)
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{topic}"})
+    c.commit(offsets=[TopicPartition(topic, 0, 4), TopicPartition(topic, 1, 6)], asynchronous=False)
+    c.close()
+    rows = [
+        (r.partition, r.log_end, r.records, r.group, r.committed, r.lag)
+        for r in lag_report(spark, bootstrap, topic).collect()
+    ]
+    assert rows == [
+        (0, 10, 10, f"g-{topic}", 4, 6),
+        (1, 6, 6, f"g-{topic}", 6, 0),
+        (2, 0, 0, None, None, None),
+    ]
