@@ -47,6 +47,84 @@ def _reason(e: BaseException) -> str:
     return str(e)
 
 
+class IdempotenceUnsupportedError(SamsaConnectionError):
+    """The brokers have no InitProducerId: idempotent producers cannot work with them."""
+
+
+class ProducerErrors:
+    """A producer's error_cb and on_delivery, which only record; `check` raises one clear error.
+
+    With an error_cb, librdkafka reports fatal errors (such as brokers without idempotent
+    producers) there rather than raising from flush() in the middle of delivery callbacks.
+    """
+
+    def __init__(self, bootstrap: str) -> None:
+        self.bootstrap = bootstrap
+        self.fatal: KafkaError | None = None
+        self.failed: list[tuple[KafkaError, str | None]] = []
+
+    def error_cb(self, err: KafkaError) -> None:
+        if err.fatal() and self.fatal is None:
+            self.fatal = err
+
+    def on_delivery(self, err: KafkaError | None, msg: Any) -> None:
+        if err is not None and len(self.failed) < 5:
+            self.failed.append((err, msg.topic()))
+
+    def conf(self) -> dict[str, Any]:
+        return {"bootstrap.servers": self.bootstrap, "error_cb": self.error_cb}
+
+    def flush(self, producer: Any, timeout: float) -> None:
+        """Flush and check. librdkafka raises a fatal error out of flush() and then runs the
+        failed messages' callbacks with that exception pending, which surfaces as a
+        SystemError caused by it; both become the one clear error of `check`."""
+        try:
+            left = producer.flush(timeout)
+        except (KafkaException, SystemError) as e:
+            self._fatal_from(e)
+            left = 0
+        self.check(left)
+
+    def produce(self, producer: Any, *args: Any, **kwargs: Any) -> None:
+        """producer.produce, waiting while its queue is full, with fatal errors made clear."""
+        while True:
+            try:
+                producer.produce(*args, on_delivery=self.on_delivery, **kwargs)
+                return
+            except BufferError:
+                producer.poll(0.05)
+            except (KafkaException, SystemError) as e:
+                self._fatal_from(e)
+            self.check()
+
+    def _fatal_from(self, e: BaseException) -> None:
+        cause: BaseException | None = e
+        while cause is not None and not isinstance(cause, KafkaException):
+            cause = cause.__cause__ or cause.__context__
+        if cause is None:
+            raise e
+        err = cause.args[0] if cause.args else None
+        if isinstance(err, KafkaError) and self.fatal is None:
+            self.fatal = err
+        self.check()
+        raise SamsaConnectionError(f"producer failed on {self.bootstrap}: {cause}") from None
+
+    def check(self, unacknowledged: int = 0) -> None:
+        where = f"kafka.bootstrap.servers={self.bootstrap}"
+        if self.fatal is not None:
+            if self.fatal.code() == KafkaError._UNSUPPORTED_FEATURE:
+                raise IdempotenceUnsupportedError(
+                    f"the brokers at {where} do not support idempotent producers "
+                    "(InitProducerId); set kafka.enable.idempotence=false"
+                )
+            raise SamsaConnectionError(f"producer failed on {where}: {self.fatal.str()}")
+        if self.failed:
+            err, topic = self.failed[0]
+            raise SamsaConnectionError(f"publishing to {topic} on {where} failed: {err.str()}")
+        if unacknowledged:
+            raise SamsaConnectionError(f"{unacknowledged} records not acknowledged by {where}")
+
+
 class Brokers:
     """Metadata and offsets for the driver: one AdminClient, closed with the object."""
 

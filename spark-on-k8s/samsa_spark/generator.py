@@ -13,7 +13,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from confluent_kafka import KafkaError, Producer
+from confluent_kafka import Producer
+
+from samsa_spark.client import ProducerErrors
 
 CAMPAIGNS = ("spring-sale", "new-shoes", "travel", "books", "gadgets", "coffee")
 
@@ -89,26 +91,18 @@ def publish(
     events: Iterable[Impression | Click],
     kafka: Mapping[str, Any] | None = None,
 ) -> int:
-    """Publish events and wait until every one is acknowledged; returns how many."""
-    conf: dict[str, Any] = {"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all"}
-    conf.update(kafka or {})
-    p = Producer(conf)
-    errors: list[str] = []
+    """Publish events and wait until every one is acknowledged; returns how many.
 
-    def delivered(err: KafkaError | None, _msg: Any) -> None:
-        if err is not None:
-            errors.append(err.str())
+    Raises `IdempotenceUnsupportedError` if asked for an idempotent producer (the default in
+    `kafka`'s absence is librdkafka's) by brokers that have none.
+    """
+    errors = ProducerErrors(bootstrap)
+    conf: dict[str, Any] = {"linger.ms": 5, "acks": "all", **(kafka or {}), **errors.conf()}
+    p = Producer(conf)
 
     n = 0
     for key, value in records(events):
-        while True:
-            try:
-                p.produce(topic, value, key, on_delivery=delivered)
-                break
-            except BufferError:
-                p.poll(0.05)
+        errors.produce(p, topic, value, key)
         n += 1
-    left = p.flush(60)
-    if errors or left:
-        raise RuntimeError(f"publishing to {topic} on {bootstrap} failed: {errors[:3] or left}")
+    errors.flush(p, 60)
     return n

@@ -52,7 +52,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, StructType
 
-from samsa_spark.client import Brokers, SamsaConnectionError, consumer, scan
+from samsa_spark.client import Brokers, ProducerErrors, SamsaConnectionError, consumer, scan
 from samsa_spark.commitlog import (
     TAG_HEADER,
     BatchMarker,
@@ -134,72 +134,31 @@ def records(batch: pa.RecordBatch, topic_option: str | None) -> Iterator[Record]
 
 
 class _Publisher:
-    """An idempotent producer that remembers the first delivery error."""
+    """An idempotent producer (unless `kafka.enable.idempotence=false`) and its errors."""
 
     def __init__(self, opts: SinkOptions) -> None:
         self.opts = opts
-        conf: dict[str, Any] = {
-            "bootstrap.servers": opts.bootstrap,
-            "enable.idempotence": True,
-            "acks": "all",
-            "linger.ms": 5,
-        }
+        self.errors = ProducerErrors(opts.bootstrap)
+        conf: dict[str, Any] = {"enable.idempotence": True, "acks": "all", "linger.ms": 5}
         conf.update(opts.kafka)
-        conf["bootstrap.servers"] = opts.bootstrap
-        self.error: str | None = None
+        conf.update(self.errors.conf())
         self.producer = Producer(conf)
         self.sent = 0
-
-    def _delivered(self, err: KafkaError | None, msg: Any) -> None:
-        if err is not None and self.error is None:
-            self.error = f"{msg.topic()}: {err.str()}"
 
     def publish(self, r: Record, extra_header: tuple[str, bytes] | None = None) -> None:
         topic, key, value, headers, partition = r
         hs: list[tuple[str, str | bytes | None]] = list(headers)
         if extra_header is not None:
             hs.append(extra_header)
-        kwargs: dict[str, Any] = {"on_delivery": self._delivered}
-        if partition is not None:
-            kwargs["partition"] = partition
-        while True:
-            try:
-                self.producer.produce(topic, value, key, headers=hs or None, **kwargs)
-                break
-            except BufferError:
-                self.producer.poll(0.05)
-            except KafkaException as e:
-                raise self._failure(e) from None
+        kwargs: dict[str, Any] = {} if partition is None else {"partition": partition}
+        self.errors.produce(self.producer, topic, value, key, headers=hs or None, **kwargs)
         self.sent += 1
         if self.sent % 10_000 == 0:
             self.producer.poll(0)
+            self.errors.check()
 
     def flush(self) -> None:
-        try:
-            left = self.producer.flush(self.opts.metadata_timeout_ms / 1000 * 10)
-        except KafkaException as e:
-            raise self._failure(e) from None
-        if self.error is not None:
-            raise SamsaConnectionError(
-                f"publishing to the brokers at kafka.bootstrap.servers={self.opts.bootstrap} "
-                f"failed: {self.error}"
-            )
-        if left:
-            raise SamsaConnectionError(
-                f"{left} records not acknowledged by the brokers at "
-                f"kafka.bootstrap.servers={self.opts.bootstrap}"
-            )
-
-    def _failure(self, e: KafkaException) -> Exception:
-        err = e.args[0] if e.args else None
-        if isinstance(err, KafkaError) and err.code() == KafkaError._UNSUPPORTED_FEATURE:
-            return SamsaConnectionError(
-                f"the brokers at kafka.bootstrap.servers={self.opts.bootstrap} do not support "
-                "idempotent producers (InitProducerId); set kafka.enable.idempotence=false"
-            )
-        return SamsaConnectionError(
-            f"publishing to kafka.bootstrap.servers={self.opts.bootstrap}: {e}"
-        )
+        self.errors.flush(self.producer, self.opts.metadata_timeout_ms / 1000 * 10)
 
 
 def _check_topics(brokers: Brokers, topics: Iterable[str]) -> None:
@@ -308,29 +267,10 @@ class CommitLog:
         return [TaskMarker.decode(v) for v in self._read(self.TASKS, since, end)]
 
     def append(self, partition: int, value: bytes) -> None:
-        p = Producer(
-            {
-                "bootstrap.servers": self.opts.bootstrap,
-                "acks": "all",
-                **_producer_overrides(self.opts),
-            }
-        )
-        errors: list[str] = []
-
-        def delivered(err: KafkaError | None, _msg: Any) -> None:
-            if err is not None:
-                errors.append(err.str())
-
-        p.produce(self.topic, value, partition=partition, on_delivery=delivered)
-        left = p.flush(self.timeout)
-        if errors or left:
-            raise SamsaConnectionError(
-                f"could not write to the sink's commit log {self.topic}: {errors or 'timed out'}"
-            )
-
-
-def _producer_overrides(opts: SinkOptions) -> dict[str, str]:
-    return {k: v for k, v in opts.kafka.items() if k != "bootstrap.servers"}
+        errors = ProducerErrors(self.opts.bootstrap)
+        p = Producer({"acks": "all", **self.opts.kafka, **errors.conf()})
+        errors.produce(p, self.topic, value, partition=partition)
+        errors.flush(p, self.timeout)
 
 
 class SamsaStreamWriter(DataSourceStreamArrowWriter):
