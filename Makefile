@@ -4,7 +4,7 @@ UV ?= uv
 PYTEST ?= $(UV) run pytest
 export UV_LINK_MODE ?= copy
 
-.PHONY: setup setup-apt setup-python test test-fast lint format demo bench bench-quick docs spark-image clean help
+.PHONY: setup setup-apt setup-python test test-fast lint format demo bench bench-quick docs spark-image e2e clean help
 
 help:
 	@echo "make setup   install system packages (apt) and the Python workspace (uv)"
@@ -58,6 +58,10 @@ bench:
 
 bench-quick:
 	$(UV) run python -m bench --quick
+
+# The kind suite: needs Docker, kind, kubectl and helm; skipped (with a message) without them.
+e2e:
+	$(PYTEST) -q -rs tests/e2e
 
 SPARK_IMAGE_TAG ?= samsa-spark:0.1.0
 spark-image:

@@ -42,17 +42,23 @@ def _recreate(bootstrap: str, topics: Mapping[str, int]) -> None:
         f.result(30)
 
 
-def _publish_input(bootstrap: str, clicks: list[Any]) -> dict[str, str]:
-    """Publish with an idempotent producer; brokers without InitProducerId get a plain one."""
+def prepare_ad_clicks(
+    bootstrap: str, impressions: int = 5000, seed: int = 7, source: str = INPUT, sink: str = OUTPUT
+) -> dict[str, str]:
+    """Recreate job (a)'s topics and publish generated clicks, with an idempotent producer
+    where the brokers have one. Returns the sink's kafka.* options to match."""
+    _recreate(bootstrap, {source: 6, sink: 1})
+    imps, clicks = generate(impressions, seed=seed)
+    kafka: dict[str, str] = {}
     try:
-        publish(bootstrap, INPUT, clicks, {"enable.idempotence": True})
-        return {}
+        publish(bootstrap, source, clicks, {"enable.idempotence": True})
     except IdempotenceUnsupportedError:
-        pass
-    print("  (the brokers have no idempotent producers yet: using enable.idempotence=false)")
-    _recreate(bootstrap, {INPUT: 6})
-    publish(bootstrap, INPUT, clicks, {"enable.idempotence": False})
-    return {"kafka.enable.idempotence": "false"}
+        print("  (the brokers have no idempotent producers yet: using enable.idempotence=false)")
+        _recreate(bootstrap, {source: 6})
+        publish(bootstrap, source, clicks, {"enable.idempotence": False})
+        kafka = {"kafka.enable.idempotence": "false"}
+    print(f"  published {len(clicks)} clicks on {len(imps)} impressions to {source}")
+    return kafka
 
 
 def local_spark(app: str = "samsa-demo") -> Any:
@@ -85,10 +91,7 @@ def run_ad_clicks(
     from samsa_spark.jobs import ad_clicks
 
     print(f"Spark job (a), AdClickEvents, against {bootstrap}")
-    _recreate(bootstrap, {INPUT: 6, OUTPUT: 1})
-    _imps, clicks = generate(impressions, seed=seed)
-    kafka = _publish_input(bootstrap, clicks)
-    print(f"  published {len(clicks)} clicks on {len(_imps)} impressions to {INPUT}")
+    kafka = prepare_ad_clicks(bootstrap, impressions, seed)
     own_session = spark is None
     spark = spark or local_spark()
     try:
@@ -120,3 +123,24 @@ def run_ad_clicks(
         print(f"  {window:<23} {r['campaign_id']:<12} {r['clicks']:>6}")
     print(f"  {len(rows)} windows, {sum(r['clicks'] for r in rows)} clicks in closed windows")
     return rows
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`python -m samsa_spark.demo [run|prepare] --bootstrap HOST:PORT`."""
+    import argparse
+
+    p = argparse.ArgumentParser(description="job (a) demo: prepare its input, or run it all")
+    p.add_argument("command", choices=["run", "prepare"])
+    p.add_argument("--bootstrap", required=True)
+    p.add_argument("--input", default=INPUT)
+    p.add_argument("--output", default=OUTPUT)
+    p.add_argument("--impressions", type=int, default=5000)
+    args = p.parse_args(argv)
+    if args.command == "prepare":
+        prepare_ad_clicks(args.bootstrap, args.impressions, source=args.input, sink=args.output)
+    else:
+        run_ad_clicks(args.bootstrap, args.impressions)
+
+
+if __name__ == "__main__":
+    main()
