@@ -8,7 +8,6 @@ The broker is a separate process; Spark, the broker and this script share the ma
 
 from __future__ import annotations
 
-import os
 import sys
 import tempfile
 import time
@@ -19,6 +18,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench.procs import samsa_broker
 from bench.report import Row
+from samsa_spark.local import local_spark
 
 PARTITIONS = 6
 SIZE = 100
@@ -48,26 +48,6 @@ def _fill(bootstrap: str, topic: str, count: int) -> None:
     assert p.flush(120) == 0
 
 
-def _session():
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
-    import samsa_spark
-
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("samsa-bench-spark-read")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    samsa_spark.register(spark)
-    return spark
-
-
 def _timed(action) -> float:
     start = time.perf_counter()
     action()
@@ -91,7 +71,7 @@ def run(quick: bool = False) -> list[Row]:
     with samsa_broker({"log.segment.bytes": str(256 << 20)}) as (bootstrap, _pid):
         topic = "spark-read"
         _fill(bootstrap, topic, count)
-        spark = _session()
+        spark = local_spark("samsa-bench-spark-read")
         tmp = Path(tempfile.mkdtemp(prefix="samsa-bench-spark-"))
         try:
 

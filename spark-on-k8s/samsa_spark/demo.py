@@ -10,8 +10,6 @@ back with the samsa source and prints it.
 
 from __future__ import annotations
 
-import os
-import sys
 import tempfile
 import time
 from collections.abc import Mapping
@@ -21,6 +19,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from samsa_spark.client import IdempotenceUnsupportedError
 from samsa_spark.generator import generate, publish
+from samsa_spark.local import local_spark
 
 INPUT, OUTPUT = "demo-ad-clicks", "demo-ad-click-counts"
 
@@ -61,27 +60,6 @@ def prepare_ad_clicks(
     return kafka
 
 
-def local_spark(app: str = "samsa-demo") -> Any:
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
-    import samsa_spark
-
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName(app)
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    samsa_spark.register(spark)
-    return spark
-
-
 def run_ad_clicks(
     bootstrap: str, impressions: int = 5000, seed: int = 7, spark: Any = None
 ) -> list[dict[str, Any]]:
@@ -93,7 +71,7 @@ def run_ad_clicks(
     print(f"Spark job (a), AdClickEvents, against {bootstrap}")
     kafka = prepare_ad_clicks(bootstrap, impressions, seed)
     own_session = spark is None
-    spark = spark or local_spark()
+    spark = spark or local_spark("samsa-demo")
     try:
         with tempfile.TemporaryDirectory(prefix="samsa-demo-ckpt-") as ckpt:
             started = time.monotonic()

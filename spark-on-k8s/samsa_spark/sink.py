@@ -178,32 +178,46 @@ class SinkCommitMessage(WriterCommitMessage):
     skipped: bool = False
 
 
+def sink_options(options: Mapping[str, str], schema: StructType) -> SinkOptions:
+    """The writers' options, checked on the driver before any task runs."""
+    opts = parse_sink_options(options)
+    check_schema(schema, opts.topic)
+    if opts.topic:
+        _check_topics(_brokers(opts), [opts.topic])
+    return opts
+
+
+def _brokers(opts: SinkOptions) -> Brokers:
+    return Brokers(opts.bootstrap, opts.kafka, opts.metadata_timeout_ms)
+
+
+def publish_all(
+    opts: SinkOptions, rows: Iterable[Record], header: tuple[str, bytes] | None = None
+) -> tuple[list[str], int]:
+    """Publish rows, checking each new topic exists; flushes even on failure, so that what was
+    sent is on the brokers when a task dies. Returns the topics written and the count."""
+    pub = _Publisher(opts)
+    brokers = _brokers(opts)
+    topics: set[str] = set()
+    try:
+        for r in rows:
+            if r[0] not in topics:
+                _check_topics(brokers, [r[0]])
+                topics.add(r[0])
+            pub.publish(r, header)
+    finally:
+        pub.flush()
+    return sorted(topics), pub.sent
+
+
 class SamsaBatchWriter(DataSourceArrowWriter):
     def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
-        self.opts = parse_sink_options(options)
-        check_schema(schema, self.opts.topic)
-        if self.opts.topic:
-            _check_topics(
-                Brokers(self.opts.bootstrap, self.opts.kafka, self.opts.metadata_timeout_ms),
-                [self.opts.topic],
-            )
+        self.opts = sink_options(options, schema)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
-        pub = _Publisher(self.opts)
-        topics: set[str] = set()
-        checked: set[str] = set()
-        brokers = Brokers(self.opts.bootstrap, self.opts.kafka, self.opts.metadata_timeout_ms)
-        try:
-            for batch in iterator:
-                for r in records(batch, self.opts.topic):
-                    if r[0] not in checked:
-                        _check_topics(brokers, [r[0]])
-                        checked.add(r[0])
-                    topics.add(r[0])
-                    pub.publish(r)
-        finally:
-            pub.flush()
-        return SinkCommitMessage(topics=sorted(topics), published=pub.sent)
+        rows = (r for b in iterator for r in records(b, self.opts.topic))
+        topics, sent = publish_all(self.opts, rows)
+        return SinkCommitMessage(topics=topics, published=sent)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         return None
@@ -221,7 +235,7 @@ class CommitLog:
         self.opts = opts
         self.topic = opts.commit_log_topic or commit_log_topic(query_id)
         self.timeout = opts.metadata_timeout_ms / 1000
-        self.brokers = Brokers(opts.bootstrap, opts.kafka, opts.metadata_timeout_ms)
+        self.brokers = _brokers(opts)
 
     def ensure(self) -> None:
         if self.topic in self.brokers.partitions_by_topic():
@@ -275,21 +289,18 @@ class CommitLog:
 
 class SamsaStreamWriter(DataSourceStreamArrowWriter):
     def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
-        self.opts = parse_sink_options(options)
-        check_schema(schema, self.opts.topic)
-        if self.opts.topic:
-            _check_topics(
-                Brokers(self.opts.bootstrap, self.opts.kafka, self.opts.metadata_timeout_ms),
-                [self.opts.topic],
-            )
+        self.opts = sink_options(options, schema)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
         from pyspark import TaskContext
 
         ctx = TaskContext.get()
         assert ctx is not None
-        batch_id = int(ctx.getLocalProperty("streaming.sql.batchId") or -1)
-        query_id = ctx.getLocalProperty("sql.streaming.queryId") or "unknown"
+        batch = ctx.getLocalProperty("streaming.sql.batchId")
+        query_id = ctx.getLocalProperty("sql.streaming.queryId")
+        if batch is None or query_id is None:
+            raise RuntimeError("the samsa stream writer runs outside a streaming micro-batch")
+        batch_id = int(batch)
         task = ctx.partitionId()
         clog = CommitLog(self.opts, query_id)
         clog.ensure()
@@ -315,19 +326,8 @@ class SamsaStreamWriter(DataSourceStreamArrowWriter):
                 len(todo),
             )
             rows = todo
-        pub = _Publisher(self.opts)
-        topics: set[str] = set()
-        checked: set[str] = set()
-        try:
-            for r in rows:
-                if r[0] not in checked:
-                    _check_topics(clog.brokers, [r[0]])
-                    checked.add(r[0])
-                topics.add(r[0])
-                pub.publish(r, header)
-        finally:
-            pub.flush()
-        return SinkCommitMessage(query_id=query_id, topics=sorted(topics), published=pub.sent)
+        topics, sent = publish_all(self.opts, rows, header)
+        return SinkCommitMessage(query_id=query_id, topics=topics, published=sent)
 
     def _published_before(
         self, clog: CommitLog, last: BatchMarker | None, topics: set[str], my_tag: bytes

@@ -26,24 +26,12 @@ SINK_KAFKA = {"kafka.enable.idempotence": "false"}
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator:
-    from pyspark.sql import SparkSession
+    from samsa_spark.local import local_spark
 
-    import samsa_spark
-
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("samsa-spark-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.default.parallelism", "2")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.streaming.stopTimeout", "60s")
-        .getOrCreate()
+    session = local_spark(
+        "samsa-spark-tests",
+        **{"spark.default.parallelism": "2", "spark.sql.streaming.stopTimeout": "60s"},
     )
-    session.sparkContext.setLogLevel("ERROR")
-    samsa_spark.register(session)
     yield session
     session.stop()
 

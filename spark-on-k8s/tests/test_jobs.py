@@ -32,6 +32,7 @@ def events():
     return generate(1500, seed=11, span_minutes=60)
 
 
+@pytest.mark.slow
 def test_ad_clicks_counts_per_campaign_and_window(spark, bootstrap, make_topic, tmp_path, events):
     _imps, clicks = events
     source, sink = make_topic(3, "clicks"), make_topic(1, "counts")
@@ -62,6 +63,7 @@ def test_ad_clicks_counts_per_campaign_and_window(spark, bootstrap, make_topic, 
     assert len(got) > 30
 
 
+@pytest.mark.slow
 def test_ctr_join_gives_click_through_rates(spark, bootstrap, make_topic, tmp_path, events):
     imps, clicks = events
     imp_topic, click_topic, sink = (

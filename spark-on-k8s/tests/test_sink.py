@@ -113,6 +113,7 @@ class FaultySamsa(SamsaDataSource):
         return FaultyWriter(self.options, schema)
 
 
+@pytest.mark.slow
 def test_streaming_replays_after_injected_failures_publish_no_duplicates(
     spark, bootstrap, make_topic, tmp_path
 ):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 
 from conftest import produce
@@ -45,3 +46,23 @@ def test_batch_read_of_six_partitions_returns_every_record_once(spark, bootstrap
     assert r.timestampType == 0
     assert abs((datetime.now(UTC).replace(tzinfo=None) - r.timestamp).total_seconds()) < 600
     assert [(h.key, bytes(h.value)) for h in r.headers] == [("h", b"x")]
+
+
+def test_min_partitions_splits_ranges_and_assign_reads_chosen_partitions(
+    spark, bootstrap, make_topic
+):
+    topic = make_topic(2)
+    produce(bootstrap, topic, [(None, str(i).encode()) for i in range(100)], partition=0)
+    produce(bootstrap, topic, [(None, b"other")] * 10, partition=1)
+
+    def read(**options):
+        reader = spark.read.format("samsa").option("kafka.bootstrap.servers", bootstrap)
+        for k, v in options.items():
+            reader = reader.option(k, v)
+        return reader.load()
+
+    split = read(subscribe=topic, minPartitions="8")
+    assert split.rdd.getNumPartitions() >= 8
+    assert sorted(r.offset for r in split.where("partition = 0").collect()) == list(range(100))
+    one = read(assign=json.dumps({topic: [1]}), endingOffsets=json.dumps({topic: {"1": 4}}))
+    assert [(r.partition, r.offset) for r in one.collect()] == [(1, o) for o in range(4)]

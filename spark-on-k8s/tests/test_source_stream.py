@@ -7,6 +7,7 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
 from confluent_kafka.admin import AdminClient, NewPartitions
 from conftest import produce, ship_by_value, wait_for
 from pyspark.sql import functions as F
@@ -40,6 +41,7 @@ def _stream(spark, bootstrap, topic, **options):
     return reader.load()
 
 
+@pytest.mark.slow
 def test_stop_in_the_middle_of_a_batch_then_restart_reads_every_record_once(
     spark, bootstrap, make_topic, tmp_path
 ):
@@ -51,7 +53,9 @@ def test_stop_in_the_middle_of_a_batch_then_restart_reads_every_record_once(
     gate = _gate(reached, release, b"1-70")
 
     def start():
-        df = _stream(spark, bootstrap, topic, startingOffsets="earliest", maxOffsetsPerTrigger="60")
+        df = _stream(
+            spark, bootstrap, topic, startingOffsets="earliest", maxOffsetsPerTrigger="150"
+        )
         return (
             df.select("topic", "partition", "offset", gate("value").alias("value"))
             .writeStream.format("parquet")

@@ -13,7 +13,12 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
-from samsa_spark.jobs.common import arguments, read_stream, session, write_stream
+from samsa_spark.jobs.common import (
+    keyed_by_campaign,
+    read_stream,
+    run_streaming_job,
+    write_stream,
+)
 
 CLICK_SCHEMA = (
     "click_id STRING, impression_id STRING, ad_id STRING, campaign_id STRING, "
@@ -34,17 +39,7 @@ def click_counts(raw: DataFrame, window: str = WINDOW, watermark: str = WATERMAR
         .groupBy(F.window("event_time", window), "campaign_id")
         .agg(F.count("*").alias("clicks"))
     )
-    return counts.select(
-        F.col("campaign_id").alias("key"),
-        F.to_json(
-            F.struct(
-                "campaign_id",
-                F.date_format("window.start", "yyyy-MM-dd'T'HH:mm:ss'Z'").alias("window_start"),
-                F.date_format("window.end", "yyyy-MM-dd'T'HH:mm:ss'Z'").alias("window_end"),
-                "clicks",
-            )
-        ).alias("value"),
-    )
+    return keyed_by_campaign(counts, "clicks")
 
 
 def start(
@@ -70,20 +65,7 @@ def start(
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    p = arguments(__doc__ or "", argv)
-    spark = session("samsa-ad-clicks")
-    spark.conf.set("spark.sql.session.timeZone", "UTC")
-    q = start(
-        spark,
-        p.bootstrap,
-        "ad-clicks",
-        "ad-click-counts",
-        p.checkpoint,
-        p.available_now,
-        p.kafka_options,
-        p.kafka_options,
-    )
-    q.awaitTermination()
+    run_streaming_job("samsa-ad-clicks", __doc__ or "", argv, start, "ad-clicks", "ad-click-counts")
 
 
 if __name__ == "__main__":

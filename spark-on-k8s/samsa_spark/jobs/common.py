@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 
@@ -63,18 +64,34 @@ def session(app: str) -> SparkSession:
     return spark
 
 
+def samsa_reader(reader: Any, bootstrap: str, options: Mapping[str, str]) -> Any:
+    """A DataFrame(Stream)Reader set up for the samsa format."""
+    reader = reader.format("samsa").option("kafka.bootstrap.servers", bootstrap)
+    for k, v in options.items():
+        reader = reader.option(k, v)
+    return reader
+
+
 def read_stream(
     spark: SparkSession, bootstrap: str, topic: str, options: Mapping[str, str] | None = None
 ) -> DataFrame:
-    reader = (
-        spark.readStream.format("samsa")
-        .option("kafka.bootstrap.servers", bootstrap)
-        .option("subscribe", topic)
-        .option("startingOffsets", "earliest")
+    opts = {"subscribe": topic, "startingOffsets": "earliest", **(options or {})}
+    return samsa_reader(spark.readStream, bootstrap, opts).load()
+
+
+def keyed_by_campaign(df: DataFrame, *fields: str) -> DataFrame:
+    """Windowed rows as the jobs publish them: the campaign as key, JSON as value."""
+    return df.select(
+        F.col("campaign_id").alias("key"),
+        F.to_json(
+            F.struct(
+                "campaign_id",
+                F.date_format("window.start", "yyyy-MM-dd'T'HH:mm:ss'Z'").alias("window_start"),
+                F.date_format("window.end", "yyyy-MM-dd'T'HH:mm:ss'Z'").alias("window_end"),
+                *fields,
+            )
+        ).alias("value"),
     )
-    for k, v in (options or {}).items():
-        reader = reader.option(k, v)
-    return reader.load()
 
 
 def write_stream(
@@ -103,3 +120,23 @@ def write_stream(
         else writer.trigger(processingTime="5 seconds")
     )
     return writer.start()
+
+
+def run_streaming_job(
+    app: str, description: str, argv: Sequence[str] | None, start: Any, *topics: str
+) -> None:
+    """The streaming jobs' main: arguments, session, start(spark, bootstrap, *topics,
+    checkpoint, available_now, source options, sink options), then wait."""
+    p = arguments(description, argv)
+    spark = session(app)
+    spark.conf.set("spark.sql.session.timeZone", "UTC")
+    q = start(
+        spark,
+        p.bootstrap,
+        *topics,
+        p.checkpoint,
+        p.available_now,
+        p.kafka_options,
+        p.kafka_options,
+    )
+    q.awaitTermination()

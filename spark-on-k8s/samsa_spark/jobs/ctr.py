@@ -16,7 +16,12 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 from samsa_spark.jobs.ad_clicks import CLICK_SCHEMA
-from samsa_spark.jobs.common import arguments, read_stream, session, write_stream
+from samsa_spark.jobs.common import (
+    keyed_by_campaign,
+    read_stream,
+    run_streaming_job,
+    write_stream,
+)
 
 IMPRESSION_SCHEMA = (
     "impression_id STRING, ad_id STRING, campaign_id STRING, user_id STRING, event_time_ms BIGINT"
@@ -62,19 +67,7 @@ def click_through(impressions_raw: DataFrame, clicks_raw: DataFrame) -> DataFram
         .agg(F.count("*").alias("impressions"), F.count("click_id").alias("clicks"))
         .withColumn("ctr", F.round(F.col("clicks") / F.col("impressions"), 4))
     )
-    return rates.select(
-        F.col("campaign_id").alias("key"),
-        F.to_json(
-            F.struct(
-                "campaign_id",
-                F.date_format("window.start", "yyyy-MM-dd'T'HH:mm:ss'Z'").alias("window_start"),
-                F.date_format("window.end", "yyyy-MM-dd'T'HH:mm:ss'Z'").alias("window_end"),
-                "impressions",
-                "clicks",
-                "ctr",
-            )
-        ).alias("value"),
-    )
+    return keyed_by_campaign(rates, "impressions", "clicks", "ctr")
 
 
 def start(
@@ -102,21 +95,9 @@ def start(
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    p = arguments(__doc__ or "", argv)
-    spark = session("samsa-ctr")
-    spark.conf.set("spark.sql.session.timeZone", "UTC")
-    q = start(
-        spark,
-        p.bootstrap,
-        "ad-impressions",
-        "ad-clicks",
-        "ad-ctr",
-        p.checkpoint,
-        p.available_now,
-        p.kafka_options,
-        p.kafka_options,
+    run_streaming_job(
+        "samsa-ctr", __doc__ or "", argv, start, "ad-impressions", "ad-clicks", "ad-ctr"
     )
-    q.awaitTermination()
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from samsa_spark.client import Brokers, SamsaConnectionError
-from samsa_spark.jobs.common import arguments, session
+from samsa_spark.jobs.common import arguments, samsa_reader, session
 
 
 @dataclass(frozen=True)
@@ -57,13 +57,7 @@ def committed_offsets(
 def volume(
     spark: SparkSession, bootstrap: str, pattern: str, kafka: Mapping[str, str] | None = None
 ) -> DataFrame:
-    reader = (
-        spark.read.format("samsa")
-        .option("kafka.bootstrap.servers", bootstrap)
-        .option("subscribePattern", pattern)
-    )
-    for k, v in (kafka or {}).items():
-        reader = reader.option(k, v)
+    reader = samsa_reader(spark.read, bootstrap, {"subscribePattern": pattern, **(kafka or {})})
     return (
         reader.load()
         .groupBy("topic", "partition")
