@@ -22,7 +22,7 @@ def _gate(reached: str, release: str, hold: bytes):
     def gate(value):
         if value == hold and not Path(release).exists():
             Path(reached).touch()
-            deadline = time.monotonic() + 120
+            deadline = time.monotonic() + 60
             while not Path(release).exists() and time.monotonic() < deadline:
                 time.sleep(0.05)
         return value
