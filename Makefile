@@ -4,7 +4,7 @@ UV ?= uv
 PYTEST ?= $(UV) run pytest
 export UV_LINK_MODE ?= copy
 
-.PHONY: setup setup-apt setup-python test test-fast lint format demo bench bench-quick docs clean help
+.PHONY: setup setup-apt setup-python test test-fast lint format demo bench bench-quick docs spark-image e2e clean help
 
 help:
 	@echo "make setup   install system packages (apt) and the Python workspace (uv)"
@@ -12,6 +12,7 @@ help:
 	@echo "make lint    ruff, mypy, import-linter contracts"
 	@echo "make demo    a local broker, a topic, records produced and consumed"
 	@echo "make bench   benchmarks (figures printed, never asserted)"
+	@echo "make spark-image  the Spark image with samsa_spark (needs Docker)"
 
 setup: setup-apt setup-python
 
@@ -36,7 +37,7 @@ setup-python:
 lint:
 	$(UV) run ruff check .
 	$(UV) run ruff format --check .
-	$(UV) run mypy broker_image/samsa
+	$(UV) run mypy broker_image/samsa spark-on-k8s/samsa_spark spark-on-k8s/pyspark_samsa
 	$(UV) run lint-imports
 
 format:
@@ -57,6 +58,15 @@ bench:
 
 bench-quick:
 	$(UV) run python -m bench --quick
+
+# The kind suite: needs Docker, kind, kubectl and helm; skipped (with a message) without them.
+e2e:
+	$(PYTEST) -q -rs tests/e2e
+
+SPARK_IMAGE_TAG ?= samsa-spark:0.1.0
+spark-image:
+	@command -v docker >/dev/null || { echo "make spark-image: docker is not installed"; exit 1; }
+	docker build -f spark-on-k8s/Dockerfile -t $(SPARK_IMAGE_TAG) .
 
 docs:
 	$(UV) run python -m samsa.handlers.docs > docs/protocol.md

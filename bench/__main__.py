@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-from bench import broker_core, cleaner, groups
+from bench import broker_core, cleaner, groups, spark_read
 from bench.report import Row, print_table
 
 BENCHMARKS: dict[str, tuple[str, Callable[[bool], list[Row]]]] = {
@@ -14,6 +14,10 @@ BENCHMARKS: dict[str, tuple[str, Callable[[bool], list[Row]]]] = {
     "cleaner": (
         "Log cleaner: one log, cleaned on the event loop; p50-p99.9 = loop lag meanwhile",
         cleaner.run,
+    ),
+    "spark": (
+        "Spark: rows read into local[2] Spark from a 6-partition topic, beside Parquet",
+        spark_read.run,
     ),
 }
 

@@ -1,4 +1,5 @@
-"""`make demo`: a real broker process, a topic, records produced and consumed with the CLI.
+"""`make demo`: a real broker process, a topic, records produced and consumed with the CLI, then
+Spark job (a) (click counts per campaign window) on local Spark against that broker.
 
 Everything goes through the same commands a person would type; the broker's data lives in
 ./.samsa/demo and is kept between runs.
@@ -95,6 +96,10 @@ def main() -> None:
             "-b",
             BOOTSTRAP,
         )
+        # Last, Spark: job (a) on local Spark against the same broker.
+        from samsa_spark.demo import run_ad_clicks
+
+        run_ad_clicks(BOOTSTRAP)
     finally:
         broker.send_signal(signal.SIGTERM)
         broker.wait(30)

@@ -1,0 +1,1 @@
+"""The example pipelines; `spark-on-k8s/jobs/*.py` are their spark-submit entry points."""

@@ -1,0 +1,142 @@
+"""What the jobs share: the command line, the SparkSession, reading and writing topics."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.streaming import StreamingQuery
+
+
+def arguments(
+    description: str, argv: Sequence[str] | None, streaming: bool = True
+) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=description)
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--bootstrap", help="Kafka bootstrap servers host:port[,host:port]")
+    where.add_argument(
+        "--kafka-cluster",
+        help="name of a KafkaCluster in this namespace: its status.bootstrapServers is used",
+    )
+    p.add_argument("--namespace", default=None, help="namespace of --kafka-cluster")
+    p.add_argument(
+        "--kafka",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="librdkafka setting for source and sink (repeatable): enable.idempotence=false",
+    )
+    if streaming:
+        p.add_argument(
+            "--checkpoint", required=True, help="checkpoint directory (a PVC on Kubernetes)"
+        )
+        p.add_argument(
+            "--available-now",
+            action="store_true",
+            help="process what is there now, then stop (default: run until stopped)",
+        )
+    args = p.parse_args(argv)
+    if not args.bootstrap:
+        from samsa_spark.k8s import bootstrap_from_cluster
+
+        if not args.kafka_cluster:
+            p.error("one of --bootstrap or --kafka-cluster is required")
+        args.bootstrap = bootstrap_from_cluster(args.kafka_cluster, args.namespace)
+    for item in args.kafka:
+        if "=" not in item:
+            p.error(f"--kafka {item!r}: expected KEY=VALUE")
+    args.kafka_options = {f"kafka.{k}": v for k, v in (item.split("=", 1) for item in args.kafka)}
+    return args
+
+
+def session(app: str) -> SparkSession:
+    import samsa_spark
+
+    builder = SparkSession.builder.appName(app)
+    if "SPARK_MASTER" in os.environ:
+        builder = builder.master(os.environ["SPARK_MASTER"])
+    spark = builder.getOrCreate()
+    samsa_spark.register(spark)
+    return spark
+
+
+def samsa_reader(reader: Any, bootstrap: str, options: Mapping[str, str]) -> Any:
+    """A DataFrame(Stream)Reader set up for the samsa format."""
+    reader = reader.format("samsa").option("kafka.bootstrap.servers", bootstrap)
+    for k, v in options.items():
+        reader = reader.option(k, v)
+    return reader
+
+
+def read_stream(
+    spark: SparkSession, bootstrap: str, topic: str, options: Mapping[str, str] | None = None
+) -> DataFrame:
+    opts = {"subscribe": topic, "startingOffsets": "earliest", **(options or {})}
+    return samsa_reader(spark.readStream, bootstrap, opts).load()
+
+
+def keyed_by_campaign(df: DataFrame, *fields: str) -> DataFrame:
+    """Windowed rows as the jobs publish them: the campaign as key, JSON as value."""
+    return df.select(
+        F.col("campaign_id").alias("key"),
+        F.to_json(
+            F.struct(
+                "campaign_id",
+                F.date_format("window.start", "yyyy-MM-dd'T'HH:mm:ss'Z'").alias("window_start"),
+                F.date_format("window.end", "yyyy-MM-dd'T'HH:mm:ss'Z'").alias("window_end"),
+                *fields,
+            )
+        ).alias("value"),
+    )
+
+
+def write_stream(
+    df: DataFrame,
+    bootstrap: str,
+    topic: str,
+    checkpoint: str,
+    available_now: bool,
+    options: Mapping[str, str] | None = None,
+    name: str | None = None,
+) -> StreamingQuery:
+    writer: Any = (
+        df.writeStream.format("samsa")
+        .outputMode("append")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("topic", topic)
+        .option("checkpointLocation", checkpoint)
+    )
+    for k, v in (options or {}).items():
+        writer = writer.option(k, v)
+    if name:
+        writer = writer.queryName(name)
+    writer = (
+        writer.trigger(availableNow=True)
+        if available_now
+        else writer.trigger(processingTime="5 seconds")
+    )
+    return writer.start()
+
+
+def run_streaming_job(
+    app: str, description: str, argv: Sequence[str] | None, start: Any, *topics: str
+) -> None:
+    """The streaming jobs' main: arguments, session, start(spark, bootstrap, *topics,
+    checkpoint, available_now, source options, sink options), then wait."""
+    p = arguments(description, argv)
+    spark = session(app)
+    spark.conf.set("spark.sql.session.timeZone", "UTC")
+    q = start(
+        spark,
+        p.bootstrap,
+        *topics,
+        p.checkpoint,
+        p.available_now,
+        p.kafka_options,
+        p.kafka_options,
+    )
+    q.awaitTermination()

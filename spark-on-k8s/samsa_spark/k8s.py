@@ -1,0 +1,48 @@
+"""Where a Spark job on Kubernetes finds its brokers: the KafkaCluster's status.
+
+The driver reads ``status.bootstrapServers`` of the named KafkaCluster (kafka.samsa.dev/v1alpha1)
+with its own ServiceAccount, which needs only ``get`` on kafkaclusters in its namespace.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+GROUP, VERSION, PLURAL = "kafka.samsa.dev", "v1alpha1", "kafkaclusters"
+_SA_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+
+
+class ClusterNotReady(RuntimeError):
+    pass
+
+
+def bootstrap_of(cluster: Mapping[str, Any]) -> str:
+    """The bootstrap servers a KafkaCluster publishes in its status, or a clear error."""
+    name = cluster.get("metadata", {}).get("name", "?")
+    status = cluster.get("status") or {}
+    servers = status.get("bootstrapServers")
+    if isinstance(servers, list):
+        servers = ",".join(servers)
+    if not servers:
+        conditions = {c.get("type"): c for c in status.get("conditions", [])}
+        ready = conditions.get("Ready", {})
+        why = ready.get("message") or ready.get("reason") or "no status yet"
+        raise ClusterNotReady(f"KafkaCluster {name} has no status.bootstrapServers yet ({why})")
+    return str(servers)
+
+
+def bootstrap_from_cluster(name: str, namespace: str | None = None) -> str:
+    from kubernetes import client, config
+
+    try:
+        config.load_incluster_config()
+    except config.ConfigException:
+        config.load_kube_config()
+    if namespace is None:
+        namespace = _SA_NAMESPACE.read_text().strip() if _SA_NAMESPACE.exists() else "default"
+    obj: Any = client.CustomObjectsApi().get_namespaced_custom_object(
+        GROUP, VERSION, namespace, PLURAL, name
+    )
+    return bootstrap_of(obj)

@@ -1,0 +1,159 @@
+"""The Spark-on-Kubernetes manifests validate: Kubernetes objects with kubernetes-validate
+(strict, several Kubernetes versions), the SparkApplication against the spark-operator's CRD
+schema kept in spark-on-k8s/schemas, and the pieces fit together (account, claim, image)."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+from openapi_schema_validator import OAS30Validator
+
+HERE = Path(__file__).resolve().parents[1]
+MANIFESTS = HERE / "manifests"
+CRD = HERE / "schemas" / "sparkoperator.k8s.io_sparkapplications.yaml"
+K8S_VERSIONS = ["1.30.0", "1.33.0", kubernetes_validate.latest_version()]
+
+
+def _docs() -> list[dict[str, Any]]:
+    return [
+        d for f in sorted(MANIFESTS.glob("*.yaml")) for d in yaml.safe_load_all(f.read_text()) if d
+    ]
+
+
+def _by_kind(kind: str) -> list[dict[str, Any]]:
+    return [d for d in _docs() if d["kind"] == kind]
+
+
+def _strict(schema: Any) -> Any:
+    """Reject unknown fields, as the API server's strict field validation does: every object
+    schema with properties and no other say gets additionalProperties: false."""
+    if isinstance(schema, dict):
+        out = {k: _strict(v) for k, v in schema.items()}
+        if (
+            "properties" in out
+            and "additionalProperties" not in out
+            and not out.get("x-kubernetes-preserve-unknown-fields")
+        ):
+            out["additionalProperties"] = False
+        return out
+    if isinstance(schema, list):
+        return [_strict(v) for v in schema]
+    return schema
+
+
+def _spark_app_validator() -> OAS30Validator:
+    crd = yaml.safe_load(CRD.read_text())
+    (version,) = [v for v in crd["spec"]["versions"] if v["name"] == "v1beta2"]
+    return OAS30Validator(_strict(version["schema"]["openAPIV3Schema"]))
+
+
+def _errors(validator: OAS30Validator, doc: dict[str, Any]) -> list[str]:
+    return [f"{'/'.join(map(str, e.path))}: {e.message}" for e in validator.iter_errors(doc)]
+
+
+@pytest.mark.parametrize("version", K8S_VERSIONS)
+def test_kubernetes_objects_validate(version):
+    docs = [d for d in _docs() if d["kind"] != "SparkApplication"]
+    assert {d["kind"] for d in docs} >= {
+        "ServiceAccount",
+        "Role",
+        "RoleBinding",
+        "PersistentVolumeClaim",
+        "Job",
+    }
+    for doc in docs:
+        kubernetes_validate.validate(doc, version, strict=True)
+
+
+def test_spark_application_validates_against_the_crd():
+    validator = _spark_app_validator()
+    (app,) = _by_kind("SparkApplication")
+    assert app["apiVersion"] == "sparkoperator.k8s.io/v1beta2"
+    assert _errors(validator, app) == []
+
+
+@pytest.mark.parametrize("version", K8S_VERSIONS)
+def test_spark_application_pod_parts_validate_as_kubernetes_types(version):
+    """The CRD copy keeps core types opaque; check them as the Pod the operator makes."""
+    (app,) = _by_kind("SparkApplication")
+    spec = app["spec"]
+    for role in ("driver", "executor"):
+        part = spec[role]
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": f"check-{role}", "labels": part.get("labels", {})},
+            "spec": {
+                "volumes": spec.get("volumes", []),
+                "containers": [
+                    {
+                        "name": "spark-kubernetes-driver",
+                        "image": spec["image"],
+                        "volumeMounts": part.get("volumeMounts", []),
+                        "securityContext": part.get("securityContext", {}),
+                        "env": part.get("env", []),
+                    }
+                ],
+            },
+        }
+        kubernetes_validate.validate(pod, version, strict=True)
+
+
+def test_validation_catches_mistakes():
+    validator = _spark_app_validator()
+    (app,) = _by_kind("SparkApplication")
+    typo = copy.deepcopy(app)
+    typo["spec"]["driver"]["memroy"] = typo["spec"]["driver"].pop("memory")
+    assert any("memroy" in e for e in _errors(validator, typo))
+    missing = copy.deepcopy(app)
+    del missing["spec"]["mainApplicationFile"]
+    assert any("mainApplicationFile" in e for e in _errors(validator, missing))
+    bad_type = copy.deepcopy(app)
+    bad_type["spec"]["type"] = "Perl"
+    assert _errors(validator, bad_type)
+    (role,) = _by_kind("Role")
+    broken = copy.deepcopy(role)
+    broken["rules"][0]["verbs"] = "get"
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(broken, K8S_VERSIONS[-1], strict=True)
+
+
+def test_the_pieces_fit_together():
+    (app,) = _by_kind("SparkApplication")
+    (job,) = _by_kind("Job")
+    (account,) = _by_kind("ServiceAccount")
+    (claim,) = _by_kind("PersistentVolumeClaim")
+    (role,) = _by_kind("Role")
+    (binding,) = _by_kind("RoleBinding")
+    spec = app["spec"]
+    assert spec["driver"]["serviceAccount"] == account["metadata"]["name"]
+    assert job["spec"]["template"]["spec"]["serviceAccountName"] == account["metadata"]["name"]
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "samsa-spark", "namespace": "samsa"}
+    ]
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    claims = {v["persistentVolumeClaim"]["claimName"] for v in spec["volumes"]}
+    assert claims == {claim["metadata"]["name"]}
+    command = job["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert any(claim["metadata"]["name"] in c for c in command)
+    # The bootstrap servers come from the KafkaCluster's status, in both ways of submitting.
+    assert "--kafka-cluster" in spec["arguments"] and "--kafka-cluster" in command
+    assert spec["mainApplicationFile"] in command
+    # Least privilege: namespaced, no wildcard, and only `get` on the KafkaCluster.
+    for rule in role["rules"]:
+        assert "*" not in rule["verbs"] and "*" not in rule["resources"]
+    assert {"apiGroups": ["kafka.samsa.dev"], "resources": ["kafkaclusters"], "verbs": ["get"]} in (
+        role["rules"]
+    )
+    # The image the manifests run is the one `make spark-image` builds, and it is not root.
+    makefile = (HERE.parent / "Makefile").read_text()
+    assert f"SPARK_IMAGE_TAG ?= {spec['image']}" in makefile
+    dockerfile = (HERE / "Dockerfile").read_text()
+    assert dockerfile.rstrip().splitlines()[-2] == "USER 185"
+    for part in ("driver", "executor"):
+        assert spec[part]["securityContext"]["runAsNonRoot"] is True
