@@ -1,30 +1,24 @@
-"""`make demo`: a real broker process, a topic, records produced and consumed with the CLI, then
-Spark job (a) (click counts per campaign window) on local Spark against that broker.
+"""`make demo`: a real 3-broker cluster with ZooKeeper on this machine, used as a person would.
 
-Everything goes through the same commands a person would type; the broker's data lives in
-./.samsa/demo and is kept between runs.
+`samsa local up` starts ZooKeeper and three broker processes; a replicated topic is created,
+records are produced and consumed with the CLI, one broker is stopped and the records are
+still there, and a Spark pipeline (job (a), ad clicks per campaign window) runs on local Spark
+against the cluster.  `samsa local down` stops everything; the data stays in ./.samsa/demo.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 DATA = Path(".samsa/demo")
-PORT = int(os.environ.get("SAMSA_DEMO_PORT", "19092"))
-BOOTSTRAP = f"127.0.0.1:{PORT}"
 
 
 def samsa(*args: str, stdin: str | None = None) -> str:
     cmd = [sys.executable, "-m", "samsa.cli", *args]
     print("$ samsa " + " ".join(args), flush=True)
-    out = subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=60)
+    out = subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=180)
     sys.stdout.write(out.stdout)
     if out.returncode != 0:
         sys.stderr.write(out.stderr)
@@ -32,47 +26,34 @@ def samsa(*args: str, stdin: str | None = None) -> str:
     return out.stdout
 
 
-def wait_port(port: int, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.5):
-            return
-        time.sleep(0.1)
-    raise SystemExit(f"the broker did not start listening on {BOOTSTRAP}")
-
-
 def main() -> None:
-    DATA.mkdir(parents=True, exist_ok=True)
-    broker = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "samsa.cli",
-            "broker",
-            "--data-dir",
-            str(DATA),
-            "--listen",
-            BOOTSTRAP,
-            "--http",
-            f"127.0.0.1:{PORT + 1}",
-            "--log-level",
-            "WARNING",
-        ]
+    local = ["--data-dir", str(DATA)]
+    up = samsa(
+        "local",
+        "up",
+        "--brokers",
+        "3",
+        *local,
+        "--override",
+        "group.initial.rebalance.delay.ms=0",
     )
+    bootstrap = up.strip().splitlines()[-1]
+    b = ["-b", bootstrap]
     try:
-        wait_port(PORT)
-        print(f"broker up on {BOOTSTRAP} (metrics on http://127.0.0.1:{PORT + 1}/metrics)")
         samsa(
             "topics",
             "create",
             "demo-clicks",
             "--partitions",
             "3",
+            "--replication-factor",
+            "3",
+            "--config",
+            "min.insync.replicas=2",
             "--if-not-exists",
-            "-b",
-            BOOTSTRAP,
+            *b,
         )
-        samsa("topics", "describe", "demo-clicks", "-b", BOOTSTRAP)
+        samsa("topics", "describe", "demo-clicks", *b)
         lines = "".join(f"user{i % 5}:click on ad {i}\n" for i in range(20))
         samsa(
             "produce",
@@ -81,10 +62,15 @@ def main() -> None:
             ":",
             "--header",
             "source=demo",
-            "-b",
-            BOOTSTRAP,
+            *b,
             stdin=lines,
         )
+        print("# one broker stops (a controlled shutdown); the records are all still there")
+        from samsa.local.cluster import LocalCluster
+
+        cluster = LocalCluster(DATA)
+        cluster.state = cluster.load_state()
+        cluster.stop_broker(2)
         samsa(
             "consume",
             "demo-clicks",
@@ -93,17 +79,17 @@ def main() -> None:
             "20",
             "--format",
             "%p/%o  %k => %s\n",
-            "-b",
-            BOOTSTRAP,
+            *b,
         )
-        # Last, Spark: job (a) on local Spark against the same broker.
+        samsa("local", "up", "--brokers", "3", *local)
+        samsa("local", "status", *local)
+        # Last, Spark: job (a) on local Spark against the cluster.
         from samsa_spark.demo import run_ad_clicks
 
-        run_ad_clicks(BOOTSTRAP)
+        run_ad_clicks(bootstrap)
     finally:
-        broker.send_signal(signal.SIGTERM)
-        broker.wait(30)
-    print("done; the broker stopped cleanly and its data is kept in", DATA)
+        samsa("local", "down", *local)
+    print("done; the cluster stopped cleanly and its data is kept in", DATA)
 
 
 if __name__ == "__main__":

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import produce
 from pyspark.errors import PySparkException
+from spark_support import produce
 
 from samsa.testing import free_port
 

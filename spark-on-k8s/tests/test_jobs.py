@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
-from conftest import SINK_KAFKA, consume_all
+from spark_support import SINK_KAFKA, consume_all
 
 from samsa_spark.generator import generate, publish
 from samsa_spark.jobs import ad_clicks, ctr
@@ -122,7 +122,7 @@ def _advertises_offset_fetch(bootstrap: str) -> bool:
 
 
 def _fill(bootstrap, topic):
-    from conftest import produce
+    from spark_support import produce
 
     produce(bootstrap, topic, [(b"k", b"0123456789")] * 10, partition=0)
     produce(bootstrap, topic, [(None, b"abc")] * 6, partition=1)

@@ -7,9 +7,9 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import SINK_KAFKA, consume_all, produce, ship_by_value
 from pyspark.errors import PySparkException
 from pyspark.sql import functions as F
+from spark_support import SINK_KAFKA, consume_all, produce, ship_by_value
 
 from samsa_spark.options import get_option
 from samsa_spark.sink import SamsaStreamWriter

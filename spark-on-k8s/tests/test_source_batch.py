@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
-from conftest import produce
+from spark_support import produce
 
 
 def test_batch_read_of_six_partitions_returns_every_record_once(spark, bootstrap, make_topic):

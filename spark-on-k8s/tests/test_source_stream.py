@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewPartitions
-from conftest import produce, ship_by_value, wait_for
 from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType
+from spark_support import produce, ship_by_value, wait_for
 
 ship_by_value(__name__)
 

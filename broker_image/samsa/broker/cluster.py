@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -43,6 +44,7 @@ class ClusterMembership:
         )
         self.broker_epoch = -1
         self.registered = False
+        self.registered_at = 0.0
         self.controller: KafkaController | None = None
         self.cache: MetadataCache | None = None
         self.replica_manager: ReplicaManager | None = None
@@ -113,6 +115,7 @@ class ClusterMembership:
     async def register(self) -> None:
         self.broker_epoch = await self.zk.register_broker(self.broker)
         self.registered = True
+        self.registered_at = time.monotonic()
         log.info("broker %d registered (broker epoch %d)", self.broker.id, self.broker_epoch)
 
     async def start_controller(self) -> KafkaController:

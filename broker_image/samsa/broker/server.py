@@ -372,6 +372,12 @@ class KafkaServer:
         if self.cache.controller_id < 0:
             return False, "no metadata from a controller yet"
         me = self.config.broker_id
+        if (
+            self.cache.brokers_updated_at <= self.cluster.registered_at
+            or self.cache.broker(me) is None
+        ):
+            # What we know predates our (re-)registration: wait for the controller's view of it.
+            return False, "no metadata from the controller since this broker registered"
         lagging = []
         for topic in self.cache.topics():
             for p, state in self.cache.partition_states(topic.name).items():

@@ -6,6 +6,7 @@ handlers on every Metadata, Produce and Fetch request, so lookups are plain dict
 
 from __future__ import annotations
 
+import time
 import uuid
 
 from samsa.metadata.model import BrokerInfo, PartitionState, TopicMetadata
@@ -16,6 +17,8 @@ class MetadataCache:
         self.broker_id = broker_id
         self.cluster_id = cluster_id
         self.controller_id = -1
+        # When the live brokers were last set (by a controller's UpdateMetadata, in a cluster).
+        self.brokers_updated_at = 0.0
         self._brokers: dict[int, BrokerInfo] = {}
         self._topics: dict[str, TopicMetadata] = {}
         self._ids: dict[uuid.UUID, str] = {}
@@ -24,6 +27,7 @@ class MetadataCache:
     def update_brokers(self, brokers: list[BrokerInfo], controller_id: int) -> None:
         self._brokers = {b.id: b for b in brokers}
         self.controller_id = controller_id
+        self.brokers_updated_at = time.monotonic()
 
     def update_topic(self, topic: TopicMetadata, states: dict[int, PartitionState]) -> None:
         old = self._topics.get(topic.name)

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import wait_until
+from kafka_support import wait_until
 
 from samsa.testing import free_port
 

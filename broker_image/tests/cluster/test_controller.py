@@ -4,6 +4,7 @@ controlled shutdown, preferred leaders and reassignment."""
 from __future__ import annotations
 
 import asyncio
+import json
 import signal
 import time
 
@@ -29,15 +30,29 @@ from samsa.protocol import controller_apis as apis
 from samsa.protocol.errors import ErrorCode
 
 
-def controller_and_epoch(cluster: LocalCluster) -> tuple[int, int]:
+def _zk(cluster: LocalCluster) -> KazooClient:
     zk = KazooClient(cluster.zookeeper_connect)
     zk.start(10)
-    try:
-        import json
+    return zk
 
+
+def controller_and_epoch(cluster: LocalCluster) -> tuple[int, int]:
+    zk = _zk(cluster)
+    try:
         data, _ = zk.get("/controller")
         epoch, _ = zk.get("/controller_epoch")
         return int(json.loads(data)["brokerid"]), int(epoch)
+    finally:
+        zk.stop()
+        zk.close()
+
+
+def registration(cluster: LocalCluster, broker_id: int) -> int:
+    """The czxid of a broker's registration: it changes when the broker registers anew."""
+    zk = _zk(cluster)
+    try:
+        stat = zk.exists(f"/brokers/ids/{broker_id}")
+        return -1 if stat is None else int(stat.czxid)
     finally:
         zk.stop()
         zk.close()
@@ -64,6 +79,7 @@ def test_split_brain_old_controller_is_fenced_by_every_broker(
     cluster = start_cluster(3)  # type: ignore[operator]
     create_topic(cluster, "fence", partitions=3, rf=3)
     old, old_epoch = controller_and_epoch(cluster)
+    old_registration = registration(cluster, old)
     # The controller's process lives, but its ZooKeeper session expires while it is frozen.
     cluster.signal_broker(old, signal.SIGSTOP)
     try:
@@ -75,6 +91,8 @@ def test_split_brain_old_controller_is_fenced_by_every_broker(
     finally:
         cluster.signal_broker(old, signal.SIGCONT)
     assert new_epoch > old_epoch
+    # Thawed, it finds its session gone and registers again, as an ordinary broker.
+    wait_until(lambda: registration(cluster, old) not in (-1, old_registration), 60)
     cluster.wait_ready(60)
     wait_until(lambda: all(isr(cluster, "fence", p) == [0, 1, 2] for p in range(3)), 60)
     for b in cluster.state.brokers:  # type: ignore[union-attr]
