@@ -162,8 +162,7 @@ class KafkaAdmin:
         self, name: str, set_: Mapping[str, str], delete: Sequence[str]
     ) -> None:
         ops = [
-            ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET)
-            for k, v in set_.items()
+            ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in set_.items()
         ]
         ops += [
             ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE) for k in delete

@@ -67,8 +67,8 @@ class ResourceRequirements(Model):
 class Brokers(Model):
     replicas: int = Field(3, ge=1, le=1000, description="Number of brokers (pod ordinal = id).")
     image: str | None = Field(None, description="Broker image; the operator's default if unset.")
-    resources: ResourceRequirements = Field(default_factory=ResourceRequirements)
-    storage: Storage = Field(default_factory=Storage)
+    resources: ResourceRequirements = Field(default_factory=lambda: ResourceRequirements())
+    storage: Storage = Field(default_factory=lambda: Storage())
     termination_grace_period_seconds: int = Field(
         120, ge=10, description="Time a broker gets for its controlled shutdown."
     )
@@ -77,8 +77,8 @@ class Brokers(Model):
 class ZooKeeper(Model):
     replicas: int = Field(3, ge=1, le=9, description="ZooKeeper servers (odd numbers keep quorum).")
     image: str = Field("zookeeper:3.9", description="The official ZooKeeper image.")
-    resources: ResourceRequirements = Field(default_factory=ResourceRequirements)
-    storage: ZooKeeperStorage = Field(default_factory=ZooKeeperStorage)
+    resources: ResourceRequirements = Field(default_factory=lambda: ResourceRequirements())
+    storage: ZooKeeperStorage = Field(default_factory=lambda: ZooKeeperStorage())
     connect: str | None = Field(
         None,
         description="An external ZooKeeper (host:port,...[/chroot]); no ZooKeeper is deployed.",
@@ -129,15 +129,15 @@ class Metrics(Model):
 
 
 class KafkaClusterSpec(Model):
-    brokers: Brokers = Field(default_factory=Brokers)
+    brokers: Brokers = Field(default_factory=lambda: Brokers())
     config: dict[str, ConfigValue] = Field(
         default_factory=dict, description="Broker properties, by Kafka's names."
     )
-    zookeeper: ZooKeeper = Field(default_factory=ZooKeeper)
-    listeners: Listeners = Field(default_factory=Listeners)
+    zookeeper: ZooKeeper = Field(default_factory=lambda: ZooKeeper())
+    listeners: Listeners = Field(default_factory=lambda: Listeners())
     rack: Rack | None = None
-    pod_template: PodTemplate = Field(default_factory=PodTemplate)
-    metrics: Metrics = Field(default_factory=Metrics)
+    pod_template: PodTemplate = Field(default_factory=lambda: PodTemplate())
+    metrics: Metrics = Field(default_factory=lambda: Metrics())
 
     @field_validator("config")
     @classmethod

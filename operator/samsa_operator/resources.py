@@ -118,9 +118,7 @@ class Cluster:
     @property
     def external_bootstrap_servers(self) -> str | None:
         addresses = [self.external_address(i) for i in range(self.spec.brokers.replicas)]
-        if not addresses or addresses[0] is None:
-            return None
-        return ",".join(f"{h}:{p}" for h, p in addresses if h)
+        return ",".join(f"{a[0]}:{a[1]}" for a in addresses if a) or None
 
     def labels(self, component: str) -> dict[str, str]:
         return {
@@ -157,7 +155,7 @@ class Cluster:
 # -- broker properties ------------------------------------------------------------------------
 
 
-def _render_value(value: Any) -> str:
+def render_value(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
@@ -167,7 +165,7 @@ def broker_properties(cluster: Cluster, broker_id: int) -> dict[str, str]:
     """The full server.properties of one broker (broker.rack is added at pod start)."""
     spec = cluster.spec
     port = cluster.internal_port
-    props: dict[str, str] = {k: _render_value(v) for k, v in sorted(spec.config.items())}
+    props: dict[str, str] = {k: render_value(v) for k, v in sorted(spec.config.items())}
     props["broker.id"] = str(broker_id)
     props["zookeeper.connect"] = cluster.zookeeper_connect
     props["log.dirs"] = DATA_DIR
