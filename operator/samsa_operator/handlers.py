@@ -201,6 +201,13 @@ async def label_racks(pods: list[dict[str, Any]], topology_key: str, logger: Any
         logger.info(f"pod {meta['name']} is in rack {rack}")
 
 
+def reachable(cluster_body: Any) -> bool:
+    """Worth asking over Kafka: some broker is ready, or the user says where they are."""
+    annotations = cluster_body.get("metadata", {}).get("annotations") or {}
+    ready_brokers = (cluster_body.get("status") or {}).get("readyBrokers") or 0
+    return BOOTSTRAP_ANNOTATION in annotations or ready_brokers > 0
+
+
 def bootstrap_of(cluster_body: Any, cluster: resources.Cluster) -> str:
     annotations = cluster_body.get("metadata", {}).get("annotations") or {}
     return str(annotations.get(BOOTSTRAP_ANNOTATION) or cluster.bootstrap_servers)
@@ -277,6 +284,11 @@ async def reconcile_topic(body: kopf.Body, logger: Log) -> None:
             )
             return
         cluster_body, cluster = found
+        if not reachable(cluster_body):
+            await not_ready(
+                "ClusterNotReady", f"KafkaCluster {spec.cluster_ref} has no ready broker yet"
+            )
+            return
         desired = reconcile.DesiredTopic(
             name=topic_name,
             partitions=spec.partitions,

@@ -81,7 +81,11 @@ class Kubectl:
     kubeconfig: Path
 
     async def __call__(self, *args: str, stdin: str | None = None, check: bool = True) -> str:
-        env = {**os.environ, "KUBECONFIG": str(self.kubeconfig)}
+        env = {
+            **os.environ,
+            "KUBECONFIG": str(self.kubeconfig),
+            "KUBECACHEDIR": str(self.kubeconfig.parent / "kube-cache"),
+        }
         proc = await asyncio.create_subprocess_exec(
             self.binary,
             *args,
@@ -184,8 +188,8 @@ async def operator(
         if op.proc.returncode is None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(op.proc.pid, signal.SIGTERM)
-            try:
-                await asyncio.wait_for(op.proc.wait(), 10)
+            try:  # graceful stop waits for Kafka calls in flight: do not wait for long
+                await asyncio.wait_for(op.proc.wait(), 2)
             except TimeoutError:
                 os.killpg(op.proc.pid, signal.SIGKILL)
                 await op.proc.wait()

@@ -14,7 +14,8 @@ Also, as a real API server does: PATCH on `/status` changes only the status and 
 object leaves the status alone when the status subresource is on; an unchanged object gets no
 new resourceVersion and no watch event; deleting an object with finalizers sets
 deletionTimestamp, and it goes once they are removed.
-It has no controllers, garbage collection, admission, RBAC or server-side apply.
+It has no controllers, garbage collection, admission, RBAC or server-side apply, and it
+speaks JSON only (kubectl's typed `create` commands send protobuf: use `kubectl apply`).
 """
 
 from __future__ import annotations
@@ -103,6 +104,11 @@ class KubeStand(kmock.KubernetesEmulator):
         mutating = (enums.action.CREATE, enums.action.UPDATE, enums.action.DELETE)
         if request.resource is None or request.action not in mutating:
             return await super()._handle(request)
+        if "protobuf" in request.headers.get("Content-Type", ""):
+            # kubectl's typed commands (create configmap...) send protobuf; apply sends JSON.
+            raise kmock.KubernetesError(
+                status=415, reason="UnsupportedMediaType", message="the stand speaks JSON only"
+            )
         async with self._lock:
             if request.action == enums.action.CREATE:
                 await self._create(request)
