@@ -56,11 +56,9 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-async def eventually(
-    probe: Callable[[], Awaitable[T]], timeout: float = 30.0, what: str = ""
-) -> T:
-    """Poll an async probe until it returns something truthy; fail after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
+async def eventually(probe: Callable[[], Awaitable[T]], within: float = 30.0, what: str = "") -> T:
+    """Poll an async probe until it returns something truthy; fail after `within` seconds."""
+    deadline = time.monotonic() + within
     last: Any = None
     while True:
         try:
@@ -71,7 +69,7 @@ async def eventually(
             if last:
                 return last
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}: last {last!r}")
+            raise AssertionError(f"timed out after {within}s waiting for {what}: last {last!r}")
         await asyncio.sleep(0.1)
 
 
@@ -233,7 +231,9 @@ def broker_process(tmp_path: Path) -> Iterator[BrokerProcess]:
             with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1):
                 break
             if proc.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(f"broker did not start: {(tmp_path / 'broker.log').read_text()}")
+                raise AssertionError(
+                    f"broker did not start: {(tmp_path / 'broker.log').read_text()}"
+                )
             time.sleep(0.05)
         yield BrokerProcess(port, http_port, proc)
     finally:

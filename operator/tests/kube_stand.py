@@ -98,7 +98,7 @@ class KubeStand(kmock.KubernetesEmulator):
         await self._buses[resource].put(event)
 
     def _info(self, resource: references.resource) -> references.ResourceInfo | None:
-        return self.resources[resource] if resource in self.resources else None
+        return self.resources.get(resource)  # type: ignore[return-value]
 
     async def _handle(self, request: rendering.Request) -> Any:
         mutating = (enums.action.CREATE, enums.action.UPDATE, enums.action.DELETE)
@@ -183,7 +183,9 @@ class KubeStand(kmock.KubernetesEmulator):
             try:
                 patched = jsonpatch.apply_patch(current, request.data, in_place=False)
             except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException) as exc:
-                raise kmock.KubernetesError(status=422, reason="Invalid", message=str(exc)) from None  # 3
+                raise kmock.KubernetesError(
+                    status=422, reason="Invalid", message=str(exc)
+                ) from None  # 3
         else:
             patch = request.data or {}
             wanted_rv = (patch.get("metadata") or {}).get("resourceVersion")

@@ -107,7 +107,9 @@ async def test_lists_have_kind(server: tuple[str, str], http: aiohttp.ClientSess
     )
 
 
-async def test_core_group_version(server: tuple[str, str], http: aiohttp.ClientSession) -> None:  # 6
+async def test_core_group_version(
+    server: tuple[str, str], http: aiohttp.ClientSession
+) -> None:  # 6
     flavour, url = server
     _, doc = await call(http, "GET", url + "/api/v1")
     assert doc["groupVersion"] == ("v1" if flavour == "stand" else "/v1")
@@ -143,13 +145,17 @@ spec: {clusterRef: demo, partitions: 1, replicationFactor: 1}
     assert (await kubectl.get("kt", "t1"))["spec"]["partitions"] == 1
 
 
-async def test_status_subresource_is_separate(stand: KubeStand, http: aiohttp.ClientSession, kubectl: Kubectl) -> None:
+async def test_status_subresource_is_separate(
+    stand: KubeStand, http: aiohttp.ClientSession, kubectl: Kubectl
+) -> None:
     await kubectl("apply", "--validate=false", "-f", str(CRDS))
     url = str(stand.url).rstrip("/") + "/apis/kafka.samsa.dev/v1alpha1/namespaces/ns/topics"
     await call(http, "POST", url, {"metadata": {"name": "t"}, "spec": {"partitions": 1}})
     merge = "application/merge-patch+json"
     await call(http, "PATCH", url + "/t", {"spec": {"partitions": 2}, "status": {"a": 1}}, merge)
-    _, obj = await call(http, "PATCH", url + "/t/status", {"spec": {"partitions": 9}, "status": {"b": 2}}, merge)
+    _, obj = await call(
+        http, "PATCH", url + "/t/status", {"spec": {"partitions": 9}, "status": {"b": 2}}, merge
+    )
     assert obj["spec"] == {"partitions": 2}
     assert obj["status"] == {"b": 2}
 
@@ -160,6 +166,12 @@ async def test_finalizers_hold_deletion(stand: KubeStand, http: aiohttp.ClientSe
     await call(http, "DELETE", url + "/f")
     status, held = await call(http, "GET", url + "/f")
     assert status == 200 and held["metadata"]["deletionTimestamp"]
-    await call(http, "PATCH", url + "/f", {"metadata": {"finalizers": None}}, "application/merge-patch+json")
+    await call(
+        http,
+        "PATCH",
+        url + "/f",
+        {"metadata": {"finalizers": None}},
+        "application/merge-patch+json",
+    )
     status, _ = await call(http, "GET", url + "/f")
     assert status == 404
