@@ -147,23 +147,45 @@ class OperatorProcess:
         return self.log.read_text(errors="replace")
 
 
+def helm_template(helm: str, *args: str) -> list[dict[str, Any]]:
+    """The chart as `helm install` would send it (CRDs included)."""
+    result = subprocess.run(
+        [helm, "template", "samsa-operator", str(CHART), "--namespace", "samsa", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return [d for d in yaml.safe_load_all(result.stdout) if d]
+
+
 @pytest.fixture
 async def operator(
-    stand: KubeStand, kubectl: Kubectl, tmp_path: Path
+    stand: KubeStand, kubectl: Kubectl, helm: str, tmp_path: Path
 ) -> AsyncIterator[Callable[..., Awaitable[OperatorProcess]]]:
-    """Start the operator as its image does; the CRDs are applied first with kubectl."""
+    """Run the operator as the chart's Deployment runs its image: `python -m samsa_operator`
+    with the Deployment's arguments and environment."""
     started: list[OperatorProcess] = []
 
     async def start(**env: str) -> OperatorProcess:
-        for crd in sorted(CRDS.glob("*.yaml")):
-            await kubectl("apply", "--validate=false", "-f", str(crd))
+        assert stand.kubeconfig is not None
+        # What the chart installs that the stand can hold: the CRDs (ours and kopf's peering)
+        # and the peering object. The stand has no controllers to run a Deployment.
+        chart = helm_template(helm, "--include-crds")
+        for kind in ("CustomResourceDefinition", "ClusterKopfPeering"):
+            docs = yaml.safe_dump_all([d for d in chart if d["kind"] == kind])
+            await kubectl("apply", "--validate=false", "-f", "-", stdin=docs)
+        [deployment] = [d for d in chart if d["kind"] == "Deployment"]
+        [container] = deployment["spec"]["template"]["spec"]["containers"]
         log = tmp_path / f"operator-{len(started)}.log"
         full_env = {
             **os.environ,
+            **{e["name"]: e["value"] for e in container["env"]},
             "KUBECONFIG": str(stand.kubeconfig),
+            # Quicker than a cluster's defaults, so the tests wait less.
             "SAMSA_OPERATOR_RESYNC_SECONDS": "1",
-            "SAMSA_OPERATOR_HEALTH_PORT": str(free_port()),
             "SAMSA_OPERATOR_KAFKA_TIMEOUT": "5",
+            "SAMSA_OPERATOR_HEALTH_PORT": str(free_port()),
             **env,
         }
         with log.open("wb") as out:
@@ -171,6 +193,7 @@ async def operator(
                 sys.executable,
                 "-m",
                 "samsa_operator",
+                *container.get("args", []),
                 "--verbose",
                 stdout=out,
                 stderr=subprocess.STDOUT,

@@ -13,7 +13,7 @@ that kopf 1.45 and a real kubectl need from kmock 0.8 (each is checked in test_k
 Also, as a real API server does: PATCH on `/status` changes only the status and PATCH on the
 object leaves the status alone when the status subresource is on; an unchanged object gets no
 new resourceVersion and no watch event; deleting an object with finalizers sets
-deletionTimestamp, and it goes once they are removed.
+deletionTimestamp, and it goes once they are removed. It reports version 1.34.
 It has no controllers, garbage collection, admission, RBAC or server-side apply, and it
 speaks JSON only (kubectl's typed `create` commands send protobuf: use `kubectl apply`).
 """
@@ -305,6 +305,11 @@ class KubeStand(kmock.KubernetesEmulator):
                     yield event
         finally:
             await bus.unmark(mark)
+
+    async def _serve_server_version(self, request: rendering.Request) -> rendering.Payload:
+        # kmock says 1.26, older than the chart's kubeVersion; be the version our tools are.
+        doc = dict(await super()._serve_server_version(request))
+        return {**doc, "minor": "34", "gitVersion": "v1.34.0"}
 
     async def _serve_version(self, request: rendering.Request) -> rendering.Payload:
         doc = dict(await super()._serve_version(request))
