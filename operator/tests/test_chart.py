@@ -11,7 +11,7 @@ from typing import Any
 import kubernetes_validate
 import pytest
 import yaml
-from conftest import CHART
+from conftest import CHART, Kubectl
 from kube_stand import KubeStand
 from test_builders import K8S_VERSIONS
 
@@ -150,8 +150,10 @@ def test_schema_rejects_bad_values(helm: str, args: list[str], complaint: str) -
     assert complaint in result.stderr
 
 
-async def test_notes_tell_the_next_steps(helm: str, stand: KubeStand) -> None:
-    # A client-side dry run still asks a server for its version: the stand answers.
+async def test_notes_tell_the_next_steps(helm: str, stand: KubeStand, kubectl: Kubectl) -> None:
+    # A dry run asks a server for its version and kinds: the stand answers, with the CRDs
+    # that `helm install` would have created first.
+    await kubectl("apply", "--validate=false", "-f", str(CHART / "crds"))
     proc = await asyncio.create_subprocess_exec(
         helm,
         "install",
