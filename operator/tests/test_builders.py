@@ -10,13 +10,11 @@ from typing import Any
 
 import kubernetes_validate
 import pytest
-from conftest import EXAMPLES, load_yaml_documents
+from op_support import EXAMPLES, K8S_VERSIONS, load_yaml_documents
 
 from samsa.config import KafkaConfig
 from samsa_operator import models, resources
 from samsa_operator.resources import Cluster
-
-K8S_VERSIONS = ["1.29.0", "1.30.0", "1.31.0", "1.32.0", "1.33.0", "1.34.0"]
 
 
 def example_spec(name: str) -> dict[str, Any]:

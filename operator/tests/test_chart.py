@@ -11,9 +11,8 @@ from typing import Any
 import kubernetes_validate
 import pytest
 import yaml
-from conftest import CHART, Kubectl
 from kube_stand import KubeStand
-from test_builders import K8S_VERSIONS
+from op_support import CHART, K8S_VERSIONS, Kubectl
 
 OTHER_VALUES = {
     "image": {"repository": "registry.example.com/samsa-operator", "tag": "1.2.3"},

@@ -8,9 +8,8 @@ from typing import Any
 import kubernetes_validate
 import pytest
 import yaml
-from conftest import CHART, CRDS, EXAMPLES, load_yaml_documents
+from op_support import CHART, CRDS, EXAMPLES, K8S_VERSIONS, load_yaml_documents
 from openapi_schema_validator import OAS30Validator
-from test_builders import K8S_VERSIONS
 
 from samsa_operator import crds, models
 

@@ -12,9 +12,9 @@ from typing import Any
 import aiohttp
 import kmock
 import pytest
-from conftest import CRDS, Kubectl
 from kmock import Server
 from kube_stand import KubeStand
+from op_support import CRDS, Kubectl
 
 CM = "/api/v1/namespaces/ns/configmaps"
 

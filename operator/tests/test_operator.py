@@ -9,7 +9,7 @@ from typing import Any
 
 from confluent_kafka import TopicCollection
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
-from conftest import EXAMPLES, BrokerProcess, Kubectl, OperatorProcess, eventually
+from op_support import EXAMPLES, BrokerProcess, Kubectl, OperatorProcess, eventually
 
 from samsa_operator import reconcile
 
