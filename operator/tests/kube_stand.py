@@ -85,6 +85,10 @@ class KubeStand(kmock.KubernetesEmulator):
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
         self.resources.load_bundled()  # 1
+        # Watch streams say they are JSON (kmock's say octet-stream, which client-go refuses);
+        # this reaction ranks above the emulator's own fallback for watches.
+        json_stream = kmock.headers({"Content-Type": "application/json"})
+        (self.fallback**1)[enums.action.WATCH] << json_stream << self._serve_watch
 
     # -- mutations -------------------------------------------------------------------------
 

@@ -69,7 +69,7 @@ async def eventually(probe: Callable[[], Awaitable[T]], within: float = 30.0, wh
                 return last
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {within}s waiting for {what}: last {last!r}")
-        await asyncio.sleep(0.1)
+        await asyncio.sleep(0.25)
 
 
 @dataclass

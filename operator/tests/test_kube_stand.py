@@ -14,7 +14,7 @@ import kmock
 import pytest
 from kmock import Server
 from kube_stand import KubeStand
-from op_support import CRDS, Kubectl
+from op_support import CRDS, Kubectl, eventually
 
 CM = "/api/v1/namespaces/ns/configmaps"
 
@@ -175,3 +175,18 @@ async def test_finalizers_hold_deletion(stand: KubeStand, http: aiohttp.ClientSe
     )
     status, _ = await call(http, "GET", url + "/f")
     assert status == 404
+
+
+async def test_kubectl_waits_through_a_watch(stand: KubeStand, kubectl: Kubectl) -> None:
+    cm = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: f, finalizers: [x.io/y]}\n"
+    await kubectl("apply", "--validate=false", "-f", "-", stdin=cm)
+    deleting = asyncio.create_task(kubectl("delete", "cm", "f", "--timeout=30s"))
+
+    async def held() -> bool:
+        found = await kubectl.maybe_get("cm", "f")
+        return bool(found and found["metadata"].get("deletionTimestamp"))
+
+    await eventually(held, what="deletionTimestamp")
+    assert not deleting.done()
+    await kubectl("patch", "cm", "f", "--type=merge", "-p", '{"metadata":{"finalizers":null}}')
+    await asyncio.wait_for(deleting, 30)

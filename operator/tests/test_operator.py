@@ -280,7 +280,7 @@ async def test_topic_is_created_with_the_operators_assignment_and_grown(
     admin = AdminClient({"bootstrap.servers": broker_process.bootstrap})
     await apply(kubectl, cluster_on(broker_process))
     await apply(kubectl, topic(3))
-    await eventually(lambda: _reason_is(kubectl, "kt", "clicks", "Ready"), what="topic Ready")
+    await kubectl("wait", "--for=condition=Ready", "kt/clicks", "--timeout=60s")
 
     assignment, topic_id, configs = describe(admin, "web.clicks")
     brokers = [reconcile.Broker(0)]
