@@ -270,3 +270,40 @@ def broker_process(tmp_path: Path) -> Iterator[BrokerProcess]:
 
 def load_yaml_documents(path: Path) -> list[dict[str, Any]]:
     return [d for d in yaml.safe_load_all(path.read_text()) if d]
+
+
+def verbs_used(stand: KubeStand) -> set[tuple[str, str, str]]:
+    """(API group, resource[/subresource], verb) of every request not made by kubectl."""
+    used = set()
+    for request in stand._requests:
+        resource = request.resource
+        if (
+            resource is None
+            or not resource.plural
+            or "kubectl" in request.headers.get("User-Agent", "")
+        ):
+            continue
+        method = request.method.value
+        if method == "GET":
+            verb = (
+                "watch"
+                if request.params.get("watch") == "true"
+                else ("get" if request.name else "list")
+            )
+        else:
+            verb = {"POST": "create", "PATCH": "patch", "DELETE": "delete", "PUT": "update"}[method]
+        name = resource.plural + (f"/{request.subresource}" if request.subresource else "")
+        used.add((resource.group or "", name, verb))
+    return used
+
+
+def rbac_gaps(used: set[tuple[str, str, str]], rules: list[dict[str, Any]]) -> set[Any]:
+    """What was used that no rule grants."""
+    return {
+        (group, resource, verb)
+        for group, resource, verb in used
+        if not any(
+            group in r["apiGroups"] and resource in r["resources"] and verb in r["verbs"]
+            for r in rules
+        )
+    }

@@ -9,7 +9,17 @@ from typing import Any
 
 from confluent_kafka import TopicCollection
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
-from op_support import EXAMPLES, BrokerProcess, Kubectl, OperatorProcess, eventually
+from kube_stand import KubeStand
+from op_support import (
+    EXAMPLES,
+    BrokerProcess,
+    Kubectl,
+    OperatorProcess,
+    eventually,
+    helm_template,
+    rbac_gaps,
+    verbs_used,
+)
 
 from samsa_operator import reconcile
 
@@ -90,7 +100,7 @@ MINIMAL = (EXAMPLES / "kafkacluster-minimal.yaml").read_text()
 
 
 async def test_spec_changes_propagate_and_edits_are_reverted(
-    kubectl: Kubectl, operator: Start
+    kubectl: Kubectl, operator: Start, stand: KubeStand, helm: str
 ) -> None:
     await operator()
     await apply(kubectl, MINIMAL)
@@ -139,6 +149,15 @@ async def test_spec_changes_propagate_and_edits_are_reverted(
     await eventually(zookeeper_gone, what="the ZooKeeper StatefulSet deleted")
     cm = await kubectl.get("cm", "demo-kafka-config")
     assert "zookeeper.connect=zk.example:2181" in cm["data"]["broker-0.properties"]
+    assert_rbac_suffices(stand, helm)
+
+
+def assert_rbac_suffices(stand: KubeStand, helm: str) -> None:
+    """Every request the operator made is granted by the chart's ClusterRole."""
+    [role] = [d for d in helm_template(helm) if d["kind"] == "ClusterRole"]
+    used = verbs_used(stand)
+    assert ("apps", "statefulsets", "create") in used
+    assert rbac_gaps(used, role["rules"]) == set()
 
 
 async def test_invalid_spec_gets_a_condition_and_touches_nothing(
@@ -274,7 +293,7 @@ def describe(admin: AdminClient, name: str) -> tuple[dict[int, list[int]], str, 
 
 
 async def test_topic_is_created_with_the_operators_assignment_and_grown(
-    kubectl: Kubectl, operator: Start, broker_process: BrokerProcess
+    kubectl: Kubectl, operator: Start, broker_process: BrokerProcess, stand: KubeStand, helm: str
 ) -> None:
     await operator()
     admin = AdminClient({"bootstrap.servers": broker_process.bootstrap})
@@ -318,6 +337,7 @@ async def test_topic_is_created_with_the_operators_assignment_and_grown(
 
     await kubectl("delete", "kt", "clicks", "--timeout=30s")
     assert "web.clicks" not in admin.list_topics(timeout=10).topics
+    assert_rbac_suffices(stand, helm)
 
 
 async def test_topic_replication_factor_above_the_brokers_is_refused(
