@@ -35,15 +35,27 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--health-port",
         type=int,
-        default=int(env.get("SAMSA_OPERATOR_HEALTH_PORT") or 8080),
+        default=env.get("SAMSA_OPERATOR_HEALTH_PORT") or 8080,
         help="Port of the liveness endpoint /healthz (0: none).",
     )
     parser.add_argument("--verbose", action="store_true", help="Debug logging.")
     return parser.parse_args(argv)
 
 
+def check_environment() -> None:
+    """Numbers in the environment are checked before anything starts."""
+    for name in ("SAMSA_OPERATOR_RESYNC_SECONDS", "SAMSA_OPERATOR_KAFKA_TIMEOUT"):
+        value = os.environ.get(name)
+        try:
+            if value is not None and float(value) <= 0:
+                raise ValueError
+        except ValueError:
+            sys.exit(f"{PROG}: error: {name}={value!r} is not a positive number of seconds")
+
+
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    check_environment()
     import kopf
 
     import samsa_operator.handlers  # noqa: F401  (registers the handlers)
