@@ -9,6 +9,7 @@ is reverted at the next reconcile.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -140,15 +141,9 @@ class Kube:
             raise KubeError(response.status, parsed.get("message", "") or str(parsed))
         return dict(parsed)
 
-    async def request(
-        self,
-        method: str,
-        url_path: str,
-        body: Any = None,
-        content_type: str | None = None,
-        query: Mapping[str, str] | None = None,
-    ) -> Obj | None:
-        return await asyncio.to_thread(self._call, method, url_path, body, content_type, query)
+    async def request(self, method: str, url_path: str, **kwargs: Any) -> Obj | None:
+        """One API call (body, content_type, query as for _call), off the event loop."""
+        return await asyncio.to_thread(functools.partial(self._call, method, url_path, **kwargs))
 
     async def get(
         self, api_version: str, kind: str, namespace: str | None, name: str

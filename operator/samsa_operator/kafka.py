@@ -31,6 +31,7 @@ from confluent_kafka.admin import (
 from samsa_operator.reconcile import Assignment, Broker, Load, TopicState
 
 TIMEOUT = 15.0
+ABSENT = object()  # what _wait gives for a topic the cluster does not have
 log = logging.getLogger(__name__)
 
 
@@ -84,12 +85,15 @@ class KafkaAdmin:
             logger=log,
         )
 
-    async def _wait(self, future: Future[Any], what: str) -> Any:
+    async def _wait(self, future: Future[Any], what: str, absent_ok: bool = False) -> Any:
+        """The future's result; ABSENT for an unknown topic when absent_ok."""
         try:
             return await asyncio.wait_for(asyncio.wrap_future(future), self.timeout)
         except TimeoutError:
             raise KafkaAdminError(f"{what}: no answer from {self.bootstrap_servers}") from None
         except KafkaException as exc:
+            if absent_ok and _unknown_topic(exc):
+                return ABSENT
             raise _error(exc, what) from None
 
     async def describe_cluster(self) -> ClusterInfo:
@@ -114,14 +118,9 @@ class KafkaAdmin:
         futures = self._client.describe_topics(
             TopicCollection([name]), request_timeout=self.timeout
         )
-        try:
-            desc = await asyncio.wait_for(asyncio.wrap_future(futures[name]), self.timeout)
-        except TimeoutError:
-            raise KafkaAdminError(f"describe topic {name}: no answer") from None
-        except KafkaException as exc:
-            if _unknown_topic(exc):
-                return None
-            raise _error(exc, f"describe topic {name}") from None
+        desc = await self._wait(futures[name], f"describe topic {name}", absent_ok=True)
+        if desc is ABSENT:
+            return None
         assignment = {p.id: [r.id for r in p.replicas] for p in desc.partitions}
         topic_id = str(desc.topic_id) if getattr(desc, "topic_id", None) is not None else None
         config = await self.topic_config(name)
@@ -174,15 +173,7 @@ class KafkaAdmin:
     async def delete_topic(self, name: str) -> bool:
         """Delete a topic; False if there was none."""
         futures = self._client.delete_topics([name], request_timeout=self.timeout)
-        try:
-            await asyncio.wait_for(asyncio.wrap_future(futures[name]), self.timeout)
-        except TimeoutError:
-            raise KafkaAdminError(f"delete topic {name}: no answer") from None
-        except KafkaException as exc:
-            if _unknown_topic(exc):
-                return False
-            raise _error(exc, f"delete topic {name}") from None
-        return True
+        return await self._wait(futures[name], f"delete topic {name}", absent_ok=True) is not ABSENT
 
 
 def _by_id(broker: Broker) -> int:

@@ -47,6 +47,14 @@ class Model(BaseModel):
     )
 
 
+class StatusModel(BaseModel):
+    """Status is written by the operator: fields it no longer knows are ignored, not refused."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="ignore", frozen=True
+    )
+
+
 class Storage(Model):
     size: Quantity = Field("10Gi", description="Size of each persistent volume claim.")
     storage_class: str | None = Field(None, description="StorageClass of the claims.")
@@ -164,10 +172,7 @@ class TopicSpec(Model):
     )
 
 
-class Condition(Model):
-    model_config = ConfigDict(
-        alias_generator=to_camel, populate_by_name=True, extra="ignore", frozen=True
-    )
+class Condition(StatusModel):
     type: str
     status: Literal["True", "False", "Unknown"]
     reason: str = ""
@@ -196,10 +201,7 @@ class ZooKeeperStatus(Model):
     connect: str | None = None
 
 
-class KafkaClusterStatus(Model):
-    model_config = ConfigDict(
-        alias_generator=to_camel, populate_by_name=True, extra="ignore", frozen=True
-    )
+class KafkaClusterStatus(StatusModel):
     conditions: list[Condition] = Field(default_factory=list)
     observed_generation: int | None = None
     bootstrap_servers: BootstrapServers | None = None
@@ -211,10 +213,7 @@ class KafkaClusterStatus(Model):
     cluster_id: str | None = None
 
 
-class TopicStatus(Model):
-    model_config = ConfigDict(
-        alias_generator=to_camel, populate_by_name=True, extra="ignore", frozen=True
-    )
+class TopicStatus(StatusModel):
     conditions: list[Condition] = Field(default_factory=list)
     observed_generation: int | None = None
     topic_name: str | None = None

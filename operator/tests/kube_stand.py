@@ -176,13 +176,16 @@ class KubeStand(kmock.KubernetesEmulator):
             ],
         }
 
+    def _current(self, request: rendering.Request) -> tuple[Any, Obj]:
+        key = (request.resource, request.namespace, request.name)
+        if key not in self.objects or self.objects[key].deleted:
+            raise kmock.KubernetesObjectNotFoundError()
+        return key, copy.deepcopy(self.objects[key].raw)
+
     async def _update(self, request: rendering.Request) -> None:
         resource = request.resource
         assert resource is not None
-        key = (resource, request.namespace, request.name)
-        if key not in self.objects or self.objects[key].deleted:
-            raise kmock.KubernetesObjectNotFoundError()
-        current = copy.deepcopy(self.objects[key].raw)
+        key, current = self._current(request)
         if isinstance(request.data, list):
             try:
                 patched = jsonpatch.apply_patch(current, request.data, in_place=False)
@@ -224,10 +227,7 @@ class KubeStand(kmock.KubernetesEmulator):
     async def _delete(self, request: rendering.Request) -> None:
         resource = request.resource
         assert resource is not None
-        key = (resource, request.namespace, request.name)
-        if key not in self.objects or self.objects[key].deleted:
-            raise kmock.KubernetesObjectNotFoundError()
-        current = copy.deepcopy(self.objects[key].raw)
+        key, current = self._current(request)
         meta = current["metadata"]
         if meta.get("finalizers"):
             if meta.get("deletionTimestamp"):

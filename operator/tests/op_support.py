@@ -55,7 +55,7 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-async def eventually(probe: Callable[[], Awaitable[T]], within: float = 30.0, what: str = "") -> T:
+async def eventually(probe: Callable[[], Awaitable[T]], within: float = 60.0, what: str = "") -> T:
     """Poll an async probe until it returns something truthy; fail after `within` seconds."""
     deadline = time.monotonic() + within
     last: Any = None

@@ -212,7 +212,7 @@ async def test_deleting_a_cluster_completes(kubectl: Kubectl, operator: Start) -
         return "kafka.samsa.dev/finalizer" in kc["metadata"].get("finalizers", [])
 
     await eventually(finalized, what="the finalizer")
-    await kubectl("delete", "kc", "demo", "--timeout=30s")
+    await kubectl("delete", "kc", "demo", "--timeout=60s")
     assert await kubectl.maybe_get("kc", "demo") is None
 
 
@@ -335,7 +335,7 @@ async def test_topic_is_created_with_the_operators_assignment_and_grown(
     )
     assert len(describe(admin, "web.clicks")[0]) == 5
 
-    await kubectl("delete", "kt", "clicks", "--timeout=30s")
+    await kubectl("delete", "kt", "clicks", "--timeout=60s")
     assert "web.clicks" not in admin.list_topics(timeout=10).topics
     assert_rbac_suffices(stand, helm)
 
@@ -367,5 +367,5 @@ async def test_topic_finalizer_lets_go_when_the_cluster_is_gone(
     await eventually(
         lambda: _reason_is(kubectl, "kt", "clicks", "ClusterNotFound"), what="ClusterNotFound"
     )
-    await kubectl("delete", "kt", "clicks", "--timeout=20s")
+    await kubectl("delete", "kt", "clicks", "--timeout=60s")
     assert await kubectl.maybe_get("kt", "clicks") is None

@@ -47,36 +47,11 @@ def test_cluster_topic_produce_consume(kind_cluster: str) -> None:
     kubectl("wait", "--for=condition=Ready", "kt/greetings", "--timeout=120s", timeout=180)
 
     records = "".join(f"k{i}:hello {i}\n" for i in range(20))
-    kubectl(
-        "run",
-        "produce",
-        "--rm",
-        "-i",
-        "--restart=Never",
-        f"--image={BROKER_IMAGE}",
-        "--image-pull-policy=Never",
-        "--command",
-        "--",
-        "samsa",
-        "produce",
-        "greetings",
-        "-b",
-        bootstrap,
-        "--key-separator",
-        ":",
-        stdin=records,
+    in_cluster(
+        "produce", "produce", "greetings", "-b", bootstrap, "--key-separator", ":", stdin=records
     )
-    out = kubectl(
-        "run",
+    out = in_cluster(
         "consume",
-        "--rm",
-        "-i",
-        "--restart=Never",
-        f"--image={BROKER_IMAGE}",
-        "--image-pull-policy=Never",
-        "--command",
-        "--",
-        "samsa",
         "consume",
         "greetings",
         "-b",
@@ -98,3 +73,21 @@ def test_cluster_topic_produce_consume(kind_cluster: str) -> None:
 
     kubectl("delete", "kt", "greetings", "--timeout=120s")
     kubectl("delete", "kc", "e2e", "--timeout=300s")
+
+
+def in_cluster(pod: str, *samsa_args: str, stdin: str | None = None) -> str:
+    """Run the samsa command line in a pod of the broker image, inside the cluster."""
+    return kubectl(
+        "run",
+        pod,
+        "--rm",
+        "-i",
+        "--restart=Never",
+        f"--image={BROKER_IMAGE}",
+        "--image-pull-policy=Never",
+        "--command",
+        "--",
+        "samsa",
+        *samsa_args,
+        stdin=stdin,
+    )
