@@ -17,7 +17,8 @@ import kopf
 
 from samsa_operator import models, reconcile, resources, status
 from samsa_operator.k8s import Kube, KubeError, load_config
-from samsa_operator.kafka import ClusterInfo, KafkaAdmin, KafkaAdminError
+from samsa_operator.kafka import KafkaAdmin, KafkaAdminError
+from samsa_operator.reconcile import ClusterInfo
 
 GROUP, VERSION = models.GROUP, models.VERSION
 Log = logging.Logger | logging.LoggerAdapter[Any]

@@ -11,7 +11,6 @@ import asyncio
 import logging
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, TopicCollection
@@ -28,7 +27,7 @@ from confluent_kafka.admin import (
     ResourceType as KafkaResourceType,
 )
 
-from samsa_operator.reconcile import Assignment, Broker, Load, TopicState
+from samsa_operator.reconcile import Assignment, Broker, ClusterInfo, Load, TopicState
 
 TIMEOUT = 15.0
 ABSENT = object()  # what _wait gives for a topic the cluster does not have
@@ -41,13 +40,6 @@ class KafkaAdminError(Exception):
     def __init__(self, message: str, retriable: bool = True) -> None:
         super().__init__(message)
         self.retriable = retriable
-
-
-@dataclass(frozen=True)
-class ClusterInfo:
-    cluster_id: str | None
-    controller_id: int | None
-    brokers: list[Broker]
 
 
 _TRANSIENT = (KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN)

@@ -18,6 +18,15 @@ class Broker:
     rack: str | None = None
 
 
+@dataclass(frozen=True)
+class ClusterInfo:
+    """What the cluster says of itself (DescribeCluster)."""
+
+    cluster_id: str | None
+    controller_id: int | None
+    brokers: list[Broker]
+
+
 @dataclass
 class Load:
     """Replicas and preferred leaders per broker, over the whole cluster."""

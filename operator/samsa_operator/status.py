@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from samsa_operator import resources
-from samsa_operator.kafka import ClusterInfo
+from samsa_operator.reconcile import ClusterInfo
 
 Obj = dict[str, Any]
 

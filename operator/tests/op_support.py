@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
+import functools
 import json
 import os
 import signal
@@ -147,7 +149,12 @@ class OperatorProcess:
 
 
 def helm_template(helm: str, *args: str) -> list[dict[str, Any]]:
-    """The chart as `helm install` would send it (CRDs included)."""
+    """The chart as `helm install` would send it (rendered once per set of arguments)."""
+    return copy.deepcopy(_helm_template(helm, *args))
+
+
+@functools.cache
+def _helm_template(helm: str, *args: str) -> list[dict[str, Any]]:
     result = subprocess.run(
         [helm, "template", "samsa-operator", str(CHART), "--namespace", "samsa", *args],
         capture_output=True,

@@ -4,6 +4,7 @@ stand-in, driven by a real kubectl; Topics are reconciled on a real Samsa broker
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -24,6 +25,7 @@ from op_support import (
 from samsa_operator import reconcile
 
 Start = Callable[..., Awaitable[OperatorProcess]]
+QUIET = logging.getLogger("test-admin")  # librdkafka's reconnect chatter after the broker stops
 
 CHILDREN = [
     ("statefulset", "demo-zookeeper"),
@@ -296,10 +298,17 @@ async def test_topic_is_created_with_the_operators_assignment_and_grown(
     kubectl: Kubectl, operator: Start, broker_process: BrokerProcess, stand: KubeStand, helm: str
 ) -> None:
     await operator()
-    admin = AdminClient({"bootstrap.servers": broker_process.bootstrap})
+    admin = AdminClient({"bootstrap.servers": broker_process.bootstrap, "logger": QUIET})
     await apply(kubectl, cluster_on(broker_process))
     await apply(kubectl, topic(3))
     await kubectl("wait", "--for=condition=Ready", "kt/clicks", "--timeout=60s")
+
+    # The cluster's status comes from the broker itself, over DescribeCluster.
+    async def described() -> Any:
+        status = (await kubectl.get("kc", "local")).get("status") or {}
+        return status if status.get("clusterId") else None
+
+    assert (await eventually(described, what="the cluster id"))["controllerId"] == 0
 
     assignment, topic_id, configs = describe(admin, "web.clicks")
     brokers = [reconcile.Broker(0)]
@@ -350,7 +359,7 @@ async def test_topic_replication_factor_above_the_brokers_is_refused(
         lambda: _condition_if(kubectl, "ReplicationFactorTooLarge"), what="refusal"
     )
     assert "spec.replicationFactor 3 exceeds the 1 brokers" in cond["message"]
-    admin = AdminClient({"bootstrap.servers": broker_process.bootstrap})
+    admin = AdminClient({"bootstrap.servers": broker_process.bootstrap, "logger": QUIET})
     assert "web.clicks" not in admin.list_topics(timeout=10).topics
 
 
