@@ -4,7 +4,6 @@ strict) and says what the operator promises."""
 from __future__ import annotations
 
 import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
@@ -275,7 +274,7 @@ def run_compose(tmp_path: Path, rack: bool, annotations: str | None) -> subproce
         "RACK_ENABLED": "true" if rack else "false",
         "PATH": "/usr/bin:/bin",
     }
-    return subprocess.Popen(["sh", "-c", script], env=env, stdout=subprocess.DEVNULL)
+    return subprocess.Popen(["sh", "-c", script], env=env, stdout=subprocess.PIPE, text=True)
 
 
 def test_init_container_composes_the_properties(tmp_path: Path) -> None:
@@ -286,8 +285,10 @@ def test_init_container_composes_the_properties(tmp_path: Path) -> None:
 
 def test_init_container_waits_for_the_rack(tmp_path: Path) -> None:
     proc = run_compose(tmp_path, rack=True, annotations=None)
-    time.sleep(0.3)  # not synchronisation: proves it is still waiting without the annotation
+    assert proc.stdout is not None
+    assert proc.stdout.readline() == "waiting for the operator to record this pod's rack\n"
     assert proc.poll() is None
+    assert not (tmp_path / "run" / "server.properties").read_text().count("broker.rack")
     (tmp_path / "podinfo" / "annotations").write_text(
         f'other="x"\n{resources.RACK_ANNOTATION}="eu-west-1a"\n'
     )

@@ -252,6 +252,20 @@ spec:
     pod = await kubectl.get("pod", "demo-kafka-0")
     assert pod["metadata"]["annotations"]["kafka.samsa.dev/rack"] == "zone-a"
 
+    # Play the kubelet and the StatefulSet controller: everything ready, so is the cluster.
+    ready_pod = {"status": {"conditions": [{"type": "Ready", "status": "True"}]}}
+    zk_ready = {"status": {"replicas": 3, "readyReplicas": 3}}
+    for kind, name, patch in (
+        ("pod", "demo-kafka-0", ready_pod),
+        ("sts", "demo-zookeeper", zk_ready),
+    ):
+        await kubectl(
+            "patch", kind, name, "--subresource=status", "--type=merge", "-p", json.dumps(patch)
+        )
+    await kubectl("wait", "--for=condition=Ready", "kc/demo", "--timeout=60s")
+    status = (await kubectl.get("kc", "demo"))["status"]
+    assert status["readyBrokers"] == 1 and status["zookeeper"]["ready"] is True
+
 
 def cluster_on(broker: BrokerProcess) -> str:
     return f"""
