@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -80,6 +81,9 @@ async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
         prefix=GROUP, key="last-handled-configuration"
     )
     settings.posting.level = logging.WARNING
+    # A resync in flight when its resource is deleted holds the finalizer until it ends;
+    # look again every second, not kopf's default minute.
+    settings.background.cancellation_polling = 1
     load_config()
     _state = State(Kube())
 
@@ -111,16 +115,19 @@ async def refuse(
     )
 
 
-@kopf.on.resume(GROUP, VERSION, "kafkaclusters")
-@kopf.on.create(GROUP, VERSION, "kafkaclusters")
-@kopf.on.update(GROUP, VERSION, "kafkaclusters")
-async def cluster_changed(body: kopf.Body, logger: Log, **_: Any) -> None:
-    await reconcile_cluster(body, logger)
+Reconcile = Callable[[kopf.Body, Log], Awaitable[None]]
 
 
-@kopf.timer(GROUP, VERSION, "kafkaclusters", interval=SETTINGS.resync_seconds, idle=0)
-async def cluster_resync(body: kopf.Body, logger: Log, **_: Any) -> None:
-    await reconcile_cluster(body, logger)
+def reconciled(plural: str, kind: str, reconcile_fn: Reconcile) -> None:
+    """Reconcile on create, update and resume, and again every resync (reverting drift)."""
+
+    async def handler(body: kopf.Body, logger: Log, **_: Any) -> None:
+        await reconcile_fn(body, logger)
+
+    for on in (kopf.on.resume, kopf.on.create, kopf.on.update):
+        on(GROUP, VERSION, plural, id=f"{kind}_changed")(handler)
+    interval = SETTINGS.resync_seconds
+    kopf.timer(GROUP, VERSION, plural, interval=interval, idle=0, id=f"{kind}_resync")(handler)
 
 
 async def reconcile_cluster(body: kopf.Body, logger: Log) -> None:
@@ -231,18 +238,6 @@ async def describe(
 # -- Topic ------------------------------------------------------------------------------------
 
 
-@kopf.on.resume(GROUP, VERSION, "topics")
-@kopf.on.create(GROUP, VERSION, "topics")
-@kopf.on.update(GROUP, VERSION, "topics")
-async def topic_changed(body: kopf.Body, logger: Log, **_: Any) -> None:
-    await reconcile_topic(body, logger)
-
-
-@kopf.timer(GROUP, VERSION, "topics", interval=SETTINGS.resync_seconds, idle=0)
-async def topic_resync(body: kopf.Body, logger: Log, **_: Any) -> None:
-    await reconcile_topic(body, logger)
-
-
 async def cluster_for(namespace: str, cluster_ref: str) -> tuple[Any, resources.Cluster] | None:
     found = await state().kube.get(models.API_VERSION, "KafkaCluster", namespace, cluster_ref)
     if found is None or found["metadata"].get("deletionTimestamp"):
@@ -345,6 +340,10 @@ async def reconcile_topic(body: kopf.Body, logger: Log) -> None:
                 )
             ],
         )
+
+
+reconciled("kafkaclusters", "cluster", reconcile_cluster)
+reconciled("topics", "topic", reconcile_topic)
 
 
 @kopf.on.delete(GROUP, VERSION, "topics", retries=3, backoff=2)
