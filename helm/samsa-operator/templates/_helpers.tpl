@@ -1,0 +1,54 @@
+{{- define "samsa-operator.name" -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "samsa-operator.labels" -}}
+app.kubernetes.io/name: samsa-operator
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
+{{- define "samsa-operator.selector" -}}
+app.kubernetes.io/name: samsa-operator
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "samsa-operator.serviceAccount" -}}
+{{- if .Values.serviceAccount.create -}}
+{{ default (include "samsa-operator.name" .) .Values.serviceAccount.name }}
+{{- else -}}
+{{ default "default" .Values.serviceAccount.name }}
+{{- end -}}
+{{- end -}}
+
+{{/* Rules for the namespaced resources the operator manages: exactly the verbs it uses. */}}
+{{- define "samsa-operator.namespacedRules" -}}
+- apiGroups: [kafka.samsa.dev]
+  resources: [kafkaclusters, topics]
+  verbs: [get, list, watch, patch]
+- apiGroups: [kafka.samsa.dev]
+  resources: [kafkaclusters/status, topics/status]
+  verbs: [patch]
+- apiGroups: [apps]
+  resources: [statefulsets]
+  verbs: [get, list, create, patch, delete]
+- apiGroups: [""]
+  resources: [services, configmaps]
+  verbs: [get, list, create, patch, delete]
+- apiGroups: [policy]
+  resources: [poddisruptionbudgets]
+  verbs: [get, list, create, patch, delete]
+- apiGroups: [""]
+  resources: [pods]
+  verbs: [list, patch]
+- apiGroups: [""]
+  resources: [events]
+  verbs: [create]
+{{- if .Values.peering.enabled }}
+- apiGroups: [kopf.dev]
+  resources: [kopfpeerings]
+  verbs: [list, watch, patch]
+{{- end }}
+{{- end -}}

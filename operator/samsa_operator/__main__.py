@@ -1,0 +1,3 @@
+from samsa_operator.main import main
+
+main()

@@ -1,0 +1,366 @@
+"""kopf handlers, kept thin: read, decide (`reconcile`, `resources`, `status`), apply, report.
+
+A KafkaCluster is reconciled on every spec change and again by a timer, which reverts a
+user's edits of the children. A Topic is reconciled through the Kafka admin protocol; its
+deletion finalizer lets go when the cluster is already gone, so it cannot wedge a namespace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import kopf
+
+from samsa_operator import models, reconcile, resources, status
+from samsa_operator.k8s import Kube, KubeError, load_config
+from samsa_operator.kafka import KafkaAdmin, KafkaAdminError
+from samsa_operator.reconcile import ClusterInfo
+
+GROUP, VERSION = models.GROUP, models.VERSION
+Log = logging.Logger | logging.LoggerAdapter[Any]
+# Where a KafkaCluster's brokers are reached when the operator runs outside Kubernetes.
+BOOTSTRAP_ANNOTATION = "kafka.samsa.dev/bootstrap-servers"
+FINALIZER = "kafka.samsa.dev/finalizer"
+
+# Children of one cluster the operator may delete when the spec no longer wants them.
+_PRUNABLE = (
+    ("apps/v1", "StatefulSet"),
+    ("v1", "Service"),
+    ("v1", "ConfigMap"),
+    ("policy/v1", "PodDisruptionBudget"),
+)
+
+
+@dataclass(frozen=True)
+class OperatorSettings:
+    broker_image: str = resources.DEFAULT_BROKER_IMAGE
+    resync_seconds: float = 30.0
+    kafka_timeout: float = 10.0
+
+    @classmethod
+    def from_env(cls) -> OperatorSettings:
+        env = os.environ
+        return cls(
+            broker_image=env.get("SAMSA_OPERATOR_BROKER_IMAGE") or resources.DEFAULT_BROKER_IMAGE,
+            resync_seconds=float(env.get("SAMSA_OPERATOR_RESYNC_SECONDS") or 30),
+            kafka_timeout=float(env.get("SAMSA_OPERATOR_KAFKA_TIMEOUT") or 10),
+        )
+
+
+SETTINGS = OperatorSettings.from_env()
+
+
+@dataclass
+class State:
+    kube: Kube
+    locks: dict[str, asyncio.Lock] = field(default_factory=dict)
+
+    def lock(self, uid: str) -> asyncio.Lock:
+        return self.locks.setdefault(uid, asyncio.Lock())
+
+
+_state: State | None = None
+
+
+def state() -> State:
+    assert _state is not None, "the operator has not started"
+    return _state
+
+
+@kopf.on.startup()
+async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+    global _state
+    settings.persistence.finalizer = FINALIZER
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix=GROUP, key="last-handled-configuration"
+    )
+    settings.posting.level = logging.WARNING
+    # A resync in flight when its resource is deleted holds the finalizer until it ends;
+    # look again every second, not kopf's default minute.
+    settings.background.cancellation_polling = 1
+    load_config()
+    _state = State(Kube())
+
+
+# -- KafkaCluster -----------------------------------------------------------------------------
+
+
+async def write_status(
+    kind: str, namespace: str, name: str, fields: dict[str, Any], conditions: list[dict[str, Any]]
+) -> None:
+    kube = state().kube
+    current = await kube.get(models.API_VERSION, kind, namespace, name)
+    if current is None:
+        return
+    old = (current.get("status") or {}).get("conditions", [])
+    body = {**fields, "conditions": status.merge_conditions(old, conditions, status.now())}
+    await kube.patch(models.API_VERSION, kind, namespace, name, {"status": body}, sub="status")
+
+
+async def refuse(
+    kind: str, namespace: str, name: str, generation: int | None, reason: str, message: str
+) -> None:
+    await write_status(
+        kind,
+        namespace,
+        name,
+        {"observedGeneration": generation},
+        [status.condition("Ready", False, reason, message, generation)],
+    )
+
+
+Reconcile = Callable[[kopf.Body, Log], Awaitable[None]]
+
+
+def reconciled(plural: str, kind: str, reconcile_fn: Reconcile) -> None:
+    """Reconcile on create, update and resume, and again every resync (reverting drift)."""
+
+    async def handler(body: kopf.Body, logger: Log, **_: Any) -> None:
+        await reconcile_fn(body, logger)
+
+    for on in (kopf.on.resume, kopf.on.create, kopf.on.update):
+        on(GROUP, VERSION, plural, id=f"{kind}_changed")(handler)
+    interval = SETTINGS.resync_seconds
+    kopf.timer(GROUP, VERSION, plural, interval=interval, idle=0, id=f"{kind}_resync")(handler)
+
+
+async def reconcile_cluster(body: kopf.Body, logger: Log) -> None:
+    meta = body["metadata"]
+    name, namespace, uid = meta["name"], meta["namespace"], meta["uid"]
+    generation = meta.get("generation")
+    async with state().lock(uid):
+        try:
+            spec = models.parse_spec(models.KafkaClusterSpec, dict(body.get("spec") or {}))
+        except models.SpecError as exc:
+            # Nothing running is touched: the children keep the last valid spec.
+            logger.warning(f"invalid spec: {exc}")
+            await refuse("KafkaCluster", namespace, name, generation, "InvalidSpec", str(exc))
+            return
+        cluster = resources.Cluster(
+            name, namespace, uid, spec, broker_image=spec.brokers.image or SETTINGS.broker_image
+        )
+        kube = state().kube
+        wanted = resources.children(cluster)
+        try:
+            for child in wanted:
+                outcome = await kube.apply(child)
+                if outcome != "unchanged":
+                    logger.info(f"{child['kind']} {child['metadata']['name']} {outcome}")
+            await prune(cluster, wanted, logger)
+            pods = await kube.list("v1", "Pod", namespace, cluster.selector("kafka"))
+            if spec.rack is not None:
+                await label_racks(pods, spec.rack.topology_key, logger)
+                pods = await kube.list("v1", "Pod", namespace, cluster.selector("kafka"))
+            zk_sts = None
+            if cluster.deploys_zookeeper:
+                zk_sts = await kube.get("apps/v1", "StatefulSet", namespace, cluster.zk_sts)
+        except KubeError as exc:
+            await refuse("KafkaCluster", namespace, name, generation, "KubernetesError", str(exc))
+            raise kopf.TemporaryError(str(exc), delay=SETTINGS.resync_seconds) from None
+        info = await describe(body, cluster, pods)
+        fields, conditions = status.cluster_status(
+            cluster, generation=generation, broker_pods=pods, zookeeper_sts=zk_sts, info=info
+        )
+        await write_status("KafkaCluster", namespace, name, fields, conditions)
+
+
+async def prune(cluster: resources.Cluster, wanted: list[dict[str, Any]], logger: Any) -> None:
+    """Delete this cluster's children that the spec no longer asks for."""
+    kube = state().kube
+    keep = {resources.key(o) for o in wanted}
+    labels = {
+        "app.kubernetes.io/instance": cluster.name,
+        "app.kubernetes.io/managed-by": resources.MANAGED_BY,
+    }
+    for api_version, kind in _PRUNABLE:
+        for obj in await kube.list(api_version, kind, cluster.namespace, labels):
+            owners = obj["metadata"].get("ownerReferences", [])
+            if not any(o.get("uid") == cluster.uid for o in owners):
+                continue
+            if (api_version, kind, obj["metadata"]["name"]) not in keep:
+                await kube.delete(api_version, kind, cluster.namespace, obj["metadata"]["name"])
+                logger.info(f"{kind} {obj['metadata']['name']} deleted: no longer in the spec")
+
+
+async def label_racks(pods: list[dict[str, Any]], topology_key: str, logger: Any) -> None:
+    """Record each scheduled broker pod's rack (its node's label) in the pod's annotations.
+
+    The pod's init container waits for it and writes broker.rack before the broker starts.
+    """
+    kube = state().kube
+    for pod in pods:
+        meta = pod["metadata"]
+        node_name = pod.get("spec", {}).get("nodeName")
+        if not node_name or resources.RACK_ANNOTATION in (meta.get("annotations") or {}):
+            continue
+        node = await kube.get("v1", "Node", None, node_name)
+        rack = ((node or {}).get("metadata", {}).get("labels") or {}).get(topology_key)
+        if rack is None:
+            logger.warning(f"node {node_name} of {meta['name']} has no label {topology_key}")
+            continue
+        patch = {"metadata": {"annotations": {resources.RACK_ANNOTATION: rack}}}
+        await kube.patch("v1", "Pod", meta["namespace"], meta["name"], patch)
+        logger.info(f"pod {meta['name']} is in rack {rack}")
+
+
+def reachable(cluster_body: Any) -> bool:
+    """Worth asking over Kafka: some broker is ready, or the user says where they are."""
+    annotations = cluster_body.get("metadata", {}).get("annotations") or {}
+    ready_brokers = (cluster_body.get("status") or {}).get("readyBrokers") or 0
+    return BOOTSTRAP_ANNOTATION in annotations or ready_brokers > 0
+
+
+def bootstrap_of(cluster_body: Any, cluster: resources.Cluster) -> str:
+    annotations = cluster_body.get("metadata", {}).get("annotations") or {}
+    return str(annotations.get(BOOTSTRAP_ANNOTATION) or cluster.bootstrap_servers)
+
+
+async def describe(
+    body: Any, cluster: resources.Cluster, pods: list[dict[str, Any]]
+) -> ClusterInfo | None:
+    """The controller and cluster id, when some broker is up to ask."""
+    override = BOOTSTRAP_ANNOTATION in (body.get("metadata", {}).get("annotations") or {})
+    if not override and not any(status.pod_ready(p) for p in pods):
+        return None
+    try:
+        admin = KafkaAdmin(bootstrap_of(body, cluster), timeout=SETTINGS.kafka_timeout)
+        return await admin.describe_cluster()
+    except KafkaAdminError:
+        return None
+
+
+# -- Topic ------------------------------------------------------------------------------------
+
+
+async def cluster_for(namespace: str, cluster_ref: str) -> tuple[Any, resources.Cluster] | None:
+    found = await state().kube.get(models.API_VERSION, "KafkaCluster", namespace, cluster_ref)
+    if found is None or found["metadata"].get("deletionTimestamp"):
+        return None
+    try:
+        spec = models.parse_spec(models.KafkaClusterSpec, found.get("spec"))
+    except models.SpecError:
+        spec = models.KafkaClusterSpec()
+    meta = found["metadata"]
+    return found, resources.Cluster(meta["name"], namespace, meta.get("uid", ""), spec)
+
+
+async def reconcile_topic(body: kopf.Body, logger: Log) -> None:
+    meta = body["metadata"]
+    name, namespace, uid = meta["name"], meta["namespace"], meta["uid"]
+    generation = meta.get("generation")
+
+    async def not_ready(reason: str, message: str) -> None:
+        logger.warning(f"{reason}: {message}")
+        await refuse("Topic", namespace, name, generation, reason, message)
+
+    async with state().lock(uid):
+        try:
+            spec = models.parse_spec(models.TopicSpec, dict(body.get("spec") or {}))
+        except models.SpecError as exc:
+            await not_ready("InvalidSpec", str(exc))
+            return
+        topic_name = spec.topic_name or name
+        applied_name = (body.get("status") or {}).get("topicName")
+        if applied_name and applied_name != topic_name:
+            await not_ready(
+                "TopicNameImmutable",
+                f"spec.topicName cannot change from {applied_name} to {topic_name}",
+            )
+            return
+        found = await cluster_for(namespace, spec.cluster_ref)
+        if found is None:
+            await not_ready(
+                "ClusterNotFound", f"spec.clusterRef: no KafkaCluster {spec.cluster_ref} here"
+            )
+            return
+        cluster_body, cluster = found
+        if not reachable(cluster_body):
+            await not_ready(
+                "ClusterNotReady", f"KafkaCluster {spec.cluster_ref} has no ready broker yet"
+            )
+            return
+        desired = reconcile.DesiredTopic(
+            name=topic_name,
+            partitions=spec.partitions,
+            replication_factor=spec.replication_factor,
+            config={k: resources.render_value(v) for k, v in spec.config.items()},
+        )
+        admin = KafkaAdmin(bootstrap_of(cluster_body, cluster), timeout=SETTINGS.kafka_timeout)
+        try:
+            info = await admin.describe_cluster()
+            current = await admin.describe_topic(topic_name)
+            load = await admin.cluster_load()
+            plan = reconcile.plan_topic(desired, current, info.brokers, load)
+            if plan.refusal is not None:
+                await not_ready(plan.refusal.reason, plan.refusal.message)
+                return
+            if plan.create is not None:
+                await admin.create_topic(topic_name, plan.create, plan.config_set)
+                logger.info(f"topic {topic_name} created: {plan.create}")
+            else:
+                if plan.add_partitions:
+                    await admin.create_partitions(topic_name, spec.partitions, plan.add_partitions)
+                    logger.info(f"topic {topic_name} grown: {plan.add_partitions}")
+                if plan.config_set or plan.config_delete:
+                    await admin.alter_topic_config(topic_name, plan.config_set, plan.config_delete)
+                    logger.info(f"topic {topic_name} configs changed")
+            applied = await admin.describe_topic(topic_name)
+        except KafkaAdminError as exc:
+            await not_ready("KafkaError", str(exc))
+            if exc.retriable:
+                raise kopf.TemporaryError(str(exc), delay=SETTINGS.resync_seconds) from None
+            return
+        if applied is None:
+            raise kopf.TemporaryError(f"topic {topic_name} not visible yet", delay=1)
+        await write_status(
+            "Topic",
+            namespace,
+            name,
+            {
+                "observedGeneration": generation,
+                "topicName": topic_name,
+                "topicId": applied.topic_id,
+                "partitions": applied.partitions,
+                "replicationFactor": applied.replication_factor,
+            },
+            [
+                status.condition(
+                    "Ready",
+                    True,
+                    "Ready",
+                    f"{applied.partitions} partitions, replication factor "
+                    f"{applied.replication_factor}",
+                    generation,
+                )
+            ],
+        )
+
+
+reconciled("kafkaclusters", "cluster", reconcile_cluster)
+reconciled("topics", "topic", reconcile_topic)
+
+
+@kopf.on.delete(GROUP, VERSION, "topics", retries=3, backoff=2)
+async def topic_deleted(body: kopf.Body, logger: Log, **_: Any) -> None:
+    meta = body["metadata"]
+    spec = dict(body.get("spec") or {})
+    topic_name = (body.get("status") or {}).get("topicName") or spec.get("topicName")
+    topic_name = topic_name or meta["name"]
+    found = await cluster_for(meta["namespace"], str(spec.get("clusterRef", "")))
+    if found is None:
+        # The cluster (and its topics) is gone or going: nothing to delete, never wedge.
+        logger.info(f"cluster {spec.get('clusterRef')} is gone; releasing topic {topic_name}")
+        return
+    cluster_body, cluster = found
+    admin = KafkaAdmin(bootstrap_of(cluster_body, cluster), timeout=SETTINGS.kafka_timeout)
+    try:
+        deleted = await admin.delete_topic(topic_name)
+    except KafkaAdminError as exc:
+        raise kopf.TemporaryError(str(exc), delay=2) from None
+    logger.info(f"topic {topic_name} {'deleted' if deleted else 'was already gone'}")

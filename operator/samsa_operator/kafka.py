@@ -1,0 +1,172 @@
+"""Talking to a Kafka cluster (Samsa or Apache Kafka) through the admin protocol.
+
+confluent-kafka's AdminClient does the wire work; this module turns its futures into
+awaitables and its results into `reconcile`'s plain values. It is the only module that
+speaks Kafka.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping, Sequence
+from concurrent.futures import Future
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException, TopicCollection
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+    NewPartitions,
+    NewTopic,
+)
+from confluent_kafka.admin import (
+    ResourceType as KafkaResourceType,
+)
+
+from samsa_operator.reconcile import Assignment, Broker, ClusterInfo, Load, TopicState
+
+TIMEOUT = 15.0
+ABSENT = object()  # what _wait gives for a topic the cluster does not have
+log = logging.getLogger(__name__)
+
+
+class KafkaAdminError(Exception):
+    """An admin request failed; `retriable` says whether trying again may help."""
+
+    def __init__(self, message: str, retriable: bool = True) -> None:
+        super().__init__(message)
+        self.retriable = retriable
+
+
+_TRANSIENT = (KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN)
+
+
+def _error(exc: BaseException, what: str) -> KafkaAdminError:
+    if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
+        err: KafkaError = exc.args[0]
+        transient = err.retriable() or err.code() in _TRANSIENT
+        return KafkaAdminError(f"{what}: {err.str()}", retriable=bool(transient))
+    return KafkaAdminError(f"{what}: {exc}")
+
+
+def _unknown_topic(exc: BaseException) -> bool:
+    return (
+        isinstance(exc, KafkaException)
+        and bool(exc.args)
+        and isinstance(exc.args[0], KafkaError)
+        and exc.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+    )
+
+
+class KafkaAdmin:
+    """An admin connection to one cluster; every call is bounded by TIMEOUT."""
+
+    def __init__(self, bootstrap_servers: str, timeout: float = TIMEOUT) -> None:
+        self.bootstrap_servers = bootstrap_servers
+        self.timeout = timeout
+        self._client = AdminClient(
+            {
+                "bootstrap.servers": bootstrap_servers,
+                "socket.timeout.ms": int(timeout * 1000),
+                "client.id": "samsa-operator",
+            },
+            logger=log,
+        )
+
+    async def _wait(self, future: Future[Any], what: str, absent_ok: bool = False) -> Any:
+        """The future's result; ABSENT for an unknown topic when absent_ok."""
+        try:
+            return await asyncio.wait_for(asyncio.wrap_future(future), self.timeout)
+        except TimeoutError:
+            raise KafkaAdminError(f"{what}: no answer from {self.bootstrap_servers}") from None
+        except KafkaException as exc:
+            if absent_ok and _unknown_topic(exc):
+                return ABSENT
+            raise _error(exc, what) from None
+
+    async def describe_cluster(self) -> ClusterInfo:
+        result = await self._wait(
+            self._client.describe_cluster(request_timeout=self.timeout), "describe cluster"
+        )
+        return ClusterInfo(
+            cluster_id=result.cluster_id,
+            controller_id=result.controller.id if result.controller is not None else None,
+            brokers=sorted((Broker(n.id, n.rack or None) for n in result.nodes), key=_by_id),
+        )
+
+    async def cluster_load(self) -> Load:
+        """Replicas and preferred leaders per broker, over every topic."""
+        metadata = await asyncio.to_thread(self._client.list_topics, timeout=self.timeout)
+        return Load.of(
+            {p.id: list(p.replicas) for p in t.partitions.values()}
+            for t in metadata.topics.values()
+        )
+
+    async def describe_topic(self, name: str) -> TopicState | None:
+        futures = self._client.describe_topics(
+            TopicCollection([name]), request_timeout=self.timeout
+        )
+        desc = await self._wait(futures[name], f"describe topic {name}", absent_ok=True)
+        if desc is ABSENT:
+            return None
+        assignment = {p.id: [r.id for r in p.replicas] for p in desc.partitions}
+        topic_id = str(desc.topic_id) if getattr(desc, "topic_id", None) is not None else None
+        config = await self.topic_config(name)
+        return TopicState(name=name, assignment=assignment, config=config, topic_id=topic_id)
+
+    async def topic_config(self, name: str) -> dict[str, str]:
+        """The topic's own configs (set on the topic), not broker defaults."""
+        resource = ConfigResource(KafkaResourceType.TOPIC, name)
+        futures = self._client.describe_configs([resource], request_timeout=self.timeout)
+        entries: Mapping[str, ConfigEntry] = await self._wait(
+            futures[resource], f"describe configs of {name}"
+        )
+        return {
+            k: e.value
+            for k, e in entries.items()
+            if e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value and e.value is not None
+        }
+
+    async def create_topic(
+        self, name: str, assignment: Assignment, config: Mapping[str, str]
+    ) -> None:
+        new = NewTopic(
+            name,
+            num_partitions=len(assignment),
+            replication_factor=-1,
+            replica_assignment=[assignment[p] for p in sorted(assignment)],
+            config=dict(config),
+        )
+        futures = self._client.create_topics([new], request_timeout=self.timeout)
+        await self._wait(futures[name], f"create topic {name}")
+
+    async def create_partitions(self, name: str, total: int, new: Assignment) -> None:
+        request = NewPartitions(name, total, replica_assignment=[new[p] for p in sorted(new)])
+        futures = self._client.create_partitions([request], request_timeout=self.timeout)
+        await self._wait(futures[name], f"add partitions to {name}")
+
+    async def alter_topic_config(
+        self, name: str, set_: Mapping[str, str], delete: Sequence[str]
+    ) -> None:
+        ops = [
+            ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in set_.items()
+        ]
+        ops += [
+            ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE) for k in delete
+        ]
+        resource = ConfigResource(KafkaResourceType.TOPIC, name, incremental_configs=ops)
+        futures = self._client.incremental_alter_configs([resource], request_timeout=self.timeout)
+        await self._wait(futures[resource], f"alter configs of {name}")
+
+    async def delete_topic(self, name: str) -> bool:
+        """Delete a topic; False if there was none."""
+        futures = self._client.delete_topics([name], request_timeout=self.timeout)
+        return await self._wait(futures[name], f"delete topic {name}", absent_ok=True) is not ABSENT
+
+
+def _by_id(broker: Broker) -> int:
+    return broker.id

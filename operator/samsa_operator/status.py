@@ -1,0 +1,143 @@
+"""What the status of a KafkaCluster or a Topic says, from what was observed (pure).
+
+Conditions follow the Kubernetes contract: type, status, reason, message, the generation
+they describe, and a lastTransitionTime that moves only when the status flips.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from samsa_operator import resources
+from samsa_operator.reconcile import ClusterInfo
+
+Obj = dict[str, Any]
+
+
+def now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def condition(
+    type_: str, ok: bool | None, reason: str, message: str, generation: int | None
+) -> Obj:
+    status = "Unknown" if ok is None else ("True" if ok else "False")
+    return {
+        "type": type_,
+        "status": status,
+        "reason": reason,
+        "message": message,
+        "observedGeneration": generation,
+    }
+
+
+def merge_conditions(old: Iterable[Mapping[str, Any]], new: Sequence[Obj], at: str) -> list[Obj]:
+    """New conditions replace old ones of the same type; a flip stamps lastTransitionTime."""
+    previous = {c.get("type"): c for c in old}
+    merged = []
+    for c in new:
+        before = previous.pop(c["type"], None)
+        same = before is not None and before.get("status") == c["status"]
+        stamp = before.get("lastTransitionTime") if same and before else at
+        merged.append({**c, "lastTransitionTime": stamp or at})
+    merged.extend(dict(c) for c in previous.values())
+    return merged
+
+
+def pod_ready(pod: Mapping[str, Any]) -> bool:
+    for c in pod.get("status", {}).get("conditions", []) or []:
+        if c.get("type") == "Ready":
+            return bool(c.get("status") == "True")
+    return False
+
+
+def ready_replicas(sts: Mapping[str, Any] | None) -> int:
+    return int((sts or {}).get("status", {}).get("readyReplicas", 0) or 0)
+
+
+def cluster_status(
+    cluster: resources.Cluster,
+    *,
+    generation: int | None,
+    broker_pods: Sequence[Mapping[str, Any]],
+    zookeeper_sts: Mapping[str, Any] | None,
+    info: ClusterInfo | None,
+) -> tuple[Obj, list[Obj]]:
+    """(status fields, conditions) of a KafkaCluster whose children are in place."""
+    spec = cluster.spec
+    hashes = resources.broker_config_hashes(cluster)
+    pods = {p["metadata"]["name"]: p for p in broker_pods}
+    brokers = []
+    for broker_id in range(spec.brokers.replicas):
+        name = cluster.broker_pod(broker_id)
+        pod = pods.get(name)
+        annotations = (pod or {}).get("metadata", {}).get("annotations", {}) or {}
+        brokers.append(
+            {
+                "id": broker_id,
+                "pod": name,
+                "ready": bool(pod and pod_ready(pod)),
+                "rack": annotations.get(resources.RACK_ANNOTATION),
+                "configHash": hashes[broker_id],
+            }
+        )
+    ready_brokers = sum(b["ready"] for b in brokers)
+    if cluster.deploys_zookeeper:
+        zk_ready_count = ready_replicas(zookeeper_sts)
+        # A quorum serves; the cluster is Ready only with every server up.
+        zk = {
+            "ready": zk_ready_count >= spec.zookeeper.replicas,
+            "readyReplicas": zk_ready_count,
+            "replicas": spec.zookeeper.replicas,
+            "connect": cluster.zookeeper_connect,
+        }
+    else:
+        zk = {
+            "ready": True,
+            "readyReplicas": 0,
+            "replicas": 0,
+            "connect": cluster.zookeeper_connect,
+        }
+    fields: Obj = {
+        "observedGeneration": generation,
+        "bootstrapServers": {
+            "internal": cluster.bootstrap_servers,
+            "external": cluster.external_bootstrap_servers,
+        },
+        "replicas": spec.brokers.replicas,
+        "readyBrokers": ready_brokers,
+        "brokers": brokers,
+        "zookeeper": zk,
+        "controllerId": info.controller_id if info else None,
+        "clusterId": info.cluster_id if info else None,
+    }
+    if not zk["ready"]:
+        ready = condition(
+            "Ready",
+            False,
+            "ZooKeeperNotReady",
+            f"{zk['readyReplicas']}/{zk['replicas']} ZooKeeper servers ready",
+            generation,
+        )
+    elif ready_brokers < spec.brokers.replicas:
+        ready = condition(
+            "Ready",
+            False,
+            "BrokersNotReady",
+            f"{ready_brokers}/{spec.brokers.replicas} brokers ready",
+            generation,
+        )
+    else:
+        ready = condition("Ready", True, "Ready", f"{ready_brokers} brokers ready", generation)
+    zk_condition = condition(
+        "ZooKeeperReady",
+        bool(zk["ready"]),
+        "Ready" if zk["ready"] else "NotReady",
+        f"{zk['readyReplicas']}/{zk['replicas']} servers ready"
+        if cluster.deploys_zookeeper
+        else f"external ZooKeeper {cluster.zookeeper_connect}",
+        generation,
+    )
+    return fields, [ready, zk_condition]

@@ -1,0 +1,173 @@
+"""The Helm chart, with the real helm binary: lint, render with default and other values,
+validate what it renders, and refuse bad values through values.schema.json."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+from kube_stand import KubeStand
+from op_support import CHART, K8S_VERSIONS, Kubectl
+
+OTHER_VALUES = {
+    "image": {"repository": "registry.example.com/samsa-operator", "tag": "1.2.3"},
+    "brokerImage": {"repository": "registry.example.com/samsa", "tag": "1.2.3"},
+    "watchNamespaces": ["kafka-a", "kafka-b"],
+    "replicas": 2,
+    "resyncSeconds": 10,
+    "verbose": True,
+    "serviceAccount": {"create": True, "name": "samsa-op"},
+    "nodeSelector": {"kubernetes.io/os": "linux"},
+    "tolerations": [{"key": "ops", "operator": "Exists", "effect": "NoSchedule"}],
+    "podAnnotations": {"example.com/team": "data"},
+    "priorityClassName": "system-cluster-critical",
+}
+
+
+def run_helm(helm: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([helm, *args], capture_output=True, text=True, timeout=60)
+
+
+def values_file(tmp_path: Path, values: dict[str, Any]) -> str:
+    path = tmp_path / "values.yaml"
+    path.write_text(yaml.safe_dump(values))
+    return str(path)
+
+
+def render(helm: str, *args: str) -> list[dict[str, Any]]:
+    result = run_helm(helm, "template", "samsa-operator", str(CHART), "--namespace", "samsa", *args)
+    assert result.returncode == 0, result.stderr
+    return [d for d in yaml.safe_load_all(result.stdout) if d]
+
+
+@pytest.fixture(params=["default", "other"])
+def value_args(request: pytest.FixtureRequest, tmp_path: Path) -> list[str]:
+    if request.param == "default":
+        return []
+    return ["--values", values_file(tmp_path, OTHER_VALUES)]
+
+
+def test_lint_strict(helm: str, value_args: list[str]) -> None:
+    result = run_helm(helm, "lint", "--strict", str(CHART), *value_args)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_rendered_objects_are_valid_kubernetes(helm: str, value_args: list[str]) -> None:
+    docs = render(helm, "--include-crds", *value_args)
+    kinds = {d["kind"] for d in docs}
+    assert {"Deployment", "ServiceAccount", "ClusterRole", "CustomResourceDefinition"} <= kinds
+    for doc in docs:
+        if doc["apiVersion"].startswith("kopf.dev/"):
+            continue  # kopf's own peering objects: validated against their CRD below
+        for version in K8S_VERSIONS:
+            kubernetes_validate.validate(doc, version, strict=True)
+
+
+def by_kind(docs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [d for d in docs if d["kind"] == kind]
+
+
+def test_default_install_watches_every_namespace_with_cluster_peering(helm: str) -> None:
+    docs = render(helm)
+    [deployment] = by_kind(docs, "Deployment")
+    [container] = deployment["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert env["SAMSA_OPERATOR_WATCH_NAMESPACES"] == ""
+    assert env["SAMSA_OPERATOR_PEERING"] == "samsa-operator"
+    assert env["SAMSA_OPERATOR_BROKER_IMAGE"] == "ghcr.io/samsa-dev/samsa:0.1.0"
+    assert container["image"] == "ghcr.io/samsa-dev/samsa-operator:0.1.0"
+    assert [p["metadata"]["name"] for p in by_kind(docs, "ClusterKopfPeering")] == [
+        "samsa-operator"
+    ]
+    assert not by_kind(docs, "Role")
+    [role] = by_kind(docs, "ClusterRole")
+    resources = {r for rule in role["rules"] for r in rule["resources"]}
+    assert {"kafkaclusters", "statefulsets", "nodes", "clusterkopfpeerings"} <= resources
+
+
+def test_watch_namespaces_get_roles_and_peerings(helm: str, tmp_path: Path) -> None:
+    docs = render(helm, "--values", values_file(tmp_path, OTHER_VALUES))
+    [deployment] = by_kind(docs, "Deployment")
+    [container] = deployment["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert env["SAMSA_OPERATOR_WATCH_NAMESPACES"] == "kafka-a,kafka-b"
+    assert container["args"] == ["--verbose"]
+    assert deployment["spec"]["replicas"] == 2
+    assert [r["metadata"]["namespace"] for r in by_kind(docs, "Role")] == ["kafka-a", "kafka-b"]
+    assert [b["metadata"]["namespace"] for b in by_kind(docs, "RoleBinding")] == [
+        "kafka-a",
+        "kafka-b",
+    ]
+    assert [p["metadata"]["namespace"] for p in by_kind(docs, "KopfPeering")] == [
+        "kafka-a",
+        "kafka-b",
+    ]
+    [cluster_role] = by_kind(docs, "ClusterRole")
+    cluster_resources = {r for rule in cluster_role["rules"] for r in rule["resources"]}
+    assert cluster_resources == {"customresourcedefinitions", "nodes"}
+
+
+def test_without_peering_upgrades_never_overlap(helm: str) -> None:
+    docs = render(helm, "--set", "peering.enabled=false")
+    [deployment] = by_kind(docs, "Deployment")
+    assert deployment["spec"]["strategy"] == {"type": "Recreate"}
+    assert not by_kind(docs, "ClusterKopfPeering")
+
+
+def test_chart_crds_include_kopf_peerings(helm: str) -> None:
+    docs = render(helm, "--include-crds")
+    names = {d["metadata"]["name"] for d in by_kind(docs, "CustomResourceDefinition")}
+    assert names == {
+        "kafkaclusters.kafka.samsa.dev",
+        "topics.kafka.samsa.dev",
+        "kopfpeerings.kopf.dev",
+        "clusterkopfpeerings.kopf.dev",
+    }
+
+
+@pytest.mark.parametrize(
+    ("args", "complaint"),
+    [
+        (["--set", "replicas=0"], "replicas"),
+        (["--set", "watchNamespaces=default"], "watchNamespaces"),
+        (["--set", "watchNamespaces={Not_A_Namespace}"], "watchNamespaces"),
+        (["--set", "image.pullPolicy=Sometimes"], "pullPolicy"),
+        (["--set", "resyncSeconds=-5"], "resyncSeconds"),
+        (["--set", "bogus=1"], "bogus"),
+        (["--set", "peering.enabled=false", "--set", "replicas=2"], "replicas"),
+    ],
+)
+def test_schema_rejects_bad_values(helm: str, args: list[str], complaint: str) -> None:
+    result = run_helm(helm, "template", "t", str(CHART), *args)
+    assert result.returncode != 0
+    assert "values don't meet the specifications of the schema" in result.stderr
+    assert complaint in result.stderr
+
+
+async def test_notes_tell_the_next_steps(helm: str, stand: KubeStand, kubectl: Kubectl) -> None:
+    # A dry run asks a server for its version and kinds: the stand answers, with the CRDs
+    # that `helm install` would have created first.
+    await kubectl("apply", "--validate=false", "-f", str(CHART / "crds"))
+    proc = await asyncio.create_subprocess_exec(
+        helm,
+        "install",
+        "samsa-operator",
+        str(CHART),
+        "--dry-run=client",
+        "--disable-openapi-validation",
+        "--kubeconfig",
+        str(stand.kubeconfig),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 0, err.decode()
+    notes = out.decode()
+    assert "watching every namespace" in notes
+    assert "kubectl wait --for=condition=Ready kc/demo" in notes
+    assert "kubectl get kt" in notes

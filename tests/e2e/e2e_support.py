@@ -1,0 +1,84 @@
+"""The kind suite: a real Kubernetes in Docker. Every test here is skipped, with the reason,
+where there is no Docker engine or no kind binary."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+TOOLS = REPO / ".tools"
+CLUSTER = "samsa-e2e"
+TAG = "e2e"
+BROKER_IMAGE = f"ghcr.io/samsa-dev/samsa:{TAG}"
+OPERATOR_IMAGE = f"ghcr.io/samsa-dev/samsa-operator:{TAG}"
+
+
+def why_not() -> str | None:
+    if shutil.which("docker") is None:
+        return "no docker command: the kind suite needs a Docker engine"
+    if subprocess.run(["docker", "info"], capture_output=True, timeout=30).returncode != 0:
+        return "no Docker engine answers (docker info failed): the kind suite needs one"
+    if shutil.which("kind") is None:
+        return "no kind binary on PATH (go install sigs.k8s.io/kind@latest)"
+    if not (TOOLS / "helm").exists() or not (TOOLS / "kubectl").exists():
+        return "helm and kubectl are missing: run `make tools`"
+    return None
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    reason = why_not()
+    if reason:
+        for item in items:
+            item.add_marker(pytest.mark.skip(reason=reason))
+
+
+def run(*cmd: str, timeout: float = 600, stdin: str | None = None) -> str:
+    result = subprocess.run(
+        cmd, input=stdin, capture_output=True, text=True, timeout=timeout, cwd=REPO
+    )
+    if result.returncode != 0:
+        raise AssertionError(f"{' '.join(cmd)} failed:\n{result.stdout}\n{result.stderr}")
+    return result.stdout
+
+
+def kubectl(*args: str, stdin: str | None = None, timeout: float = 600) -> str:
+    return run(
+        str(TOOLS / "kubectl"), "--context", f"kind-{CLUSTER}", *args, stdin=stdin, timeout=timeout
+    )
+
+
+@pytest.fixture(scope="session")
+def kind_cluster() -> Iterator[str]:
+    """A kind cluster with both images loaded and the operator installed by helm."""
+    run("docker", "build", "-f", "broker_image/Dockerfile", "-t", BROKER_IMAGE, ".", timeout=1200)
+    run("docker", "build", "-f", "operator/Dockerfile", "-t", OPERATOR_IMAGE, ".", timeout=1200)
+    run("kind", "create", "cluster", "--name", CLUSTER, "--wait", "120s")
+    try:
+        for image in (BROKER_IMAGE, OPERATOR_IMAGE):
+            run("kind", "load", "docker-image", "--name", CLUSTER, image)
+        run(
+            str(TOOLS / "helm"),
+            "install",
+            "samsa-operator",
+            "helm/samsa-operator",
+            "--kube-context",
+            f"kind-{CLUSTER}",
+            "--namespace",
+            "samsa",
+            "--create-namespace",
+            "--set",
+            f"image.tag={TAG}",
+            "--set",
+            f"brokerImage.tag={TAG}",
+            "--set",
+            "image.pullPolicy=Never",
+            "--wait",
+        )
+        yield CLUSTER
+    finally:
+        run("kind", "delete", "cluster", "--name", CLUSTER)
