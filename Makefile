@@ -11,15 +11,19 @@ help:
 	@echo "make test    lint, then every test (slow fault tests included)"
 	@echo "make lint    ruff, mypy, import-linter contracts"
 	@echo "make demo    a local broker, a topic, records produced and consumed"
-	@echo "make bench   benchmarks (figures printed, never asserted)"
+	@echo "make bench   Samsa beside NATS JetStream and Redis Streams; rewrites docs/benchmarks.md"
+	@echo "make bench-quick  the same, small and once (< 2 min), tables only"
 
 setup: setup-apt setup-python
 
-# zookeeper: the real server for cluster tests; kcat: a real client; a JRE for both.
+# zookeeper: the real server for cluster tests; kcat: a real client; a JRE for both;
+# nats-server and redis-server: the peers `make bench` runs beside Samsa.
+APT_PACKAGES := zookeeper kcat default-jre-headless nats-server redis-server
+
 setup-apt:
 	@if command -v apt-get >/dev/null; then \
 	  missing=""; \
-	  for p in zookeeper kcat default-jre-headless; do \
+	  for p in $(APT_PACKAGES); do \
 	    dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; \
 	  done; \
 	  if [ -n "$$missing" ]; then \
@@ -27,7 +31,7 @@ setup-apt:
 	    $$SUDO apt-get update -qq && \
 	    DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing; \
 	  fi; \
-	else echo "no apt-get: install zookeeper, kcat and a JRE yourself"; fi
+	else echo "no apt-get: install $(APT_PACKAGES) yourself"; fi
 
 setup-python:
 	@command -v $(UV) >/dev/null || python3 -m pip install --quiet uv || pip install --quiet uv
@@ -36,7 +40,7 @@ setup-python:
 lint:
 	$(UV) run ruff check .
 	$(UV) run ruff format --check .
-	$(UV) run mypy broker_image/samsa
+	$(UV) run mypy broker_image/samsa bench
 	$(UV) run lint-imports
 
 format:
@@ -52,8 +56,9 @@ test-fast:
 demo:
 	$(UV) run python examples/demo.py
 
+# The full run (3 repetitions, about 20 minutes) rewrites docs/benchmarks.md and its plots.
 bench:
-	$(UV) run python -m bench
+	$(UV) run python -m bench --docs docs
 
 bench-quick:
 	$(UV) run python -m bench --quick
