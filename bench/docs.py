@@ -78,8 +78,10 @@ applies (Samsa; a JetStream stream and a Redis stream are not partitioned), {siz
 - **consume backlog**: those messages read from the start of the stream;
 - **produce acks=1** (Samsa only): the same with acks=1;
 - **e2e latency, half peak**: a producer paced at half of the system's own peak from the
-  produce step, each message stamped with its send time (CLOCK_MONOTONIC), a consumer reading
-  as it arrives, for {secs:g} s; the first 20 % of messages are warm-up, not counted;
+  produce step (1 ms ticks; the messages of a tick carry its send time, CLOCK_MONOTONIC), a
+  consumer reading as they arrive, for {secs:g} s; the first 20 % of messages are warm-up,
+  not counted. A producer that falls behind sends late and stamps late, so, as in OMB,
+  its own stalls are not counted as latency;
 - **e2e latency, fixed rate**: the same at {fixed:,.0f} msg/s for every system, because half of
   a peak measured with two processes on two cores already saturates them once a third (the
   consumer) runs;
@@ -91,8 +93,7 @@ applies (Samsa; a JetStream stream and a Redis stream are not partitioned), {siz
 Every system is started afresh by the harness on 127.0.0.1 for each size and repetition,
 and stopped afterwards; repetitions interleave the systems so that noise from the machine
 falls on all of them alike. Each load generator is its own process (`bench/clients/`), and
-each figure in the tables is the median of {reps} repetitions. Server CPU is the user+system
-time of the server processes, from /proc, per MB of payload."""
+each figure in the tables is the median of {reps} repetitions."""
 
 CLIENTS = """\
 | system | deployment | recovery | load generator |
@@ -109,13 +110,17 @@ Why these clients:
   PublishAsync does; nats-py's own `publish_async` makes a future per message and is slower).
   The consumer is a push consumer, AckNone, with flow control: the fastest way JetStream
   hands out a stream. The `nats` CLI with `nats bench` (Go) is not packaged in Debian, PyPI
-  or npm, so it cannot be installed here; the Node client (npm `nats`) would be an option,
-  but the three nats-server processes, not the client, take most of the CPU on produce
-  (see server CPU ms/MB), so a faster client would change little.
+  or npm, so it cannot be installed here; the Node client (npm `nats`) could be, but on
+  produce the three nats-server processes burn more CPU per MB than the client does (compare
+  the server and client CPU rows): with two cores, a faster client would free little.
 - **Redis Streams**: redis-py's connection with the hiredis parser, XADD in pre-encoded
   pipelines of 1,000, the next pipeline sent before the last one's replies are read, and
-  XREADGROUP with COUNT 10,000 and NOACK, two requests in flight. redis-server, single
-  threaded, is at 100 % of a core during produce, so `redis-benchmark` would not go faster."""
+  XREADGROUP with COUNT 10,000 and NOACK, two requests in flight. redis-server is single
+  threaded and close to a full core during produce (server CPU ms/MB times MB/s), so
+  `redis-benchmark` (C) would not go much faster.
+
+CPU rows: server CPU is the user+system time of the server processes from /proc; client CPU
+is the load generator's whole process, start-up included (about half a second of it)."""
 
 
 def write(run: RunResult, docs_dir: Path) -> Path:

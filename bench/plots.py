@@ -25,14 +25,28 @@ def throughput_bars(run: RunResult, path: Path) -> None:
         width = 0.8 / max(1, len(run.systems))
         for i, system in enumerate(run.systems):
             values = [run.median(system.key, w, size, metric) or 0 for w, size in groups]
+            # whiskers: the lowest and highest repetition around the median
+            spread = [run.values(system.key, w, size, metric) or [0] for w, size in groups]
+            err = [
+                [v - min(s) for v, s in zip(values, spread, strict=True)],
+                [max(s) - v for v, s in zip(values, spread, strict=True)],
+            ]
             xs = [g + (i - (len(run.systems) - 1) / 2) * width for g in range(len(groups))]
-            ax.bar(xs, values, width, label=system.name, color=COLOURS.get(system.key))
+            ax.bar(
+                xs,
+                values,
+                width,
+                yerr=err,
+                capsize=3,
+                label=f"{system.name} ({system.topology})",
+                color=COLOURS.get(system.key),
+            )
         ax.set_xticks(range(len(groups)))
         ax.set_xticklabels([f"{w.split()[0]}\n{size} B" for w, size in groups])
         ax.set_ylabel(label)
         ax.grid(axis="y", alpha=0.3)
-    axes[0].legend()
-    fig.suptitle(f"Throughput, median of {run.reps} run(s)")
+    axes[0].legend(fontsize=8)
+    fig.suptitle(f"Throughput, median of {run.reps} run(s), whiskers from lowest to highest")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -24,12 +24,14 @@ METRICS: dict[str, list[tuple[str, str, int]]] = {
         ("msgs_per_s", "msg/s", 0),
         ("mb_per_s", "MB/s", 1),
         ("server_cpu_ms_per_mb", "server CPU ms/MB", 1),
+        ("client_cpu_ms_per_mb", "client CPU ms/MB", 1),
     ],
     PRODUCE_ACKS1: [("msgs_per_s", "msg/s", 0), ("mb_per_s", "MB/s", 1)],
     CONSUME: [
         ("msgs_per_s", "msg/s", 0),
         ("mb_per_s", "MB/s", 1),
         ("server_cpu_ms_per_mb", "server CPU ms/MB", 1),
+        ("client_cpu_ms_per_mb", "client CPU ms/MB", 1),
     ],
     LATENCY: [
         ("rate", "rate msg/s", 0),
@@ -75,7 +77,14 @@ def comparison(run: RunResult) -> tuple[list[str], list[list[str]]]:
                 med = {k: run.median(k, workload, size, metric) for k in keys}
                 if all(v is None for v in med.values()):
                     continue
-                row = [workload, _size(size), label, *(fmt(med[k], digits) for k in keys)]
+                cells = [fmt(med[k], digits) for k in keys]
+                if workload == FAILOVER:
+                    # a restart is not a failover: say which one each figure is
+                    cells = [
+                        f"{c} ({s.recovery})" if c != "-" else c
+                        for c, s in zip(cells, run.systems, strict=True)
+                    ]
+                row = [workload, _size(size), label, *cells]
                 if SAMSA in keys:
                     row += [ratio(med[SAMSA], med[p]) for p in peers]
                 rows.append(row)

@@ -136,6 +136,8 @@ def _throughput(res: dict, size: int, cpu_s: float) -> dict[str, float | None]:
         "mb_per_s": mb / seconds,
         "server_cpu_ms_per_mb": cpu_s * 1000 / mb if mb else None,
         "client_cpu_s": res.get("client_cpu_s"),
+        # the load generator's whole life, its start-up included
+        "client_cpu_ms_per_mb": res["client_cpu_s"] * 1000 / mb if mb else None,
         "errors": res.get("errors", 0),
     }
 
