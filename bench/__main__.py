@@ -77,9 +77,12 @@ def measure(names: list[str], plan: Plan, samsa_mode: str, quick: bool) -> RunRe
     busy0, total0 = docs.cpu_busy()
     machine = docs.machine_facts()
     makers = system_classes(names, samsa_mode)
-    print("ceilings ...", file=sys.stderr)
-    ceiling = ceilings.measure(quick)
-    samples = run(makers, plan, log=lambda line: print(line, file=sys.stderr))
+    samples = run(
+        makers,
+        plan,
+        log=lambda line: print(line, file=sys.stderr),
+        ceilings=lambda: ceilings.measure(quick),
+    )
     busy1, total1 = docs.cpu_busy()
     machine["load average at end"] = docs.load_average()
     machine["CPU busy during the run (all processes)"] = (
@@ -96,9 +99,8 @@ def measure(names: list[str], plan: Plan, samsa_mode: str, quick: bool) -> RunRe
         sizes=list(plan.sizes),
         backlog={str(k): v for k, v in plan.backlog.items()},
         latency_seconds=plan.latency_seconds,
-        fixed_rate=plan.fixed_rate,
+        fixed_rates={str(k): v for k, v in plan.fixed_rates.items()},
         systems=infos,
-        ceilings=ceiling,
         machine=machine,
         samples=samples,
     )

@@ -63,7 +63,7 @@ REPRODUCE = """\
 ```sh
 make setup          # apt: nats-server, redis-server (and zookeeper, kcat, a JRE); uv sync
 make bench          # the full run: {reps} repetitions, rewrites docs/benchmarks.md and its plots
-make bench-quick    # one small repetition, tables only, under 2 minutes
+make bench-quick    # one small repetition, no acks=1 or half-peak steps, tables only
 uv run python -m bench --help   # --systems, --sizes, --reps, --samsa standalone|cluster|auto
 uv run python -m bench --from-json docs/benchmarks/results.json --docs docs  # re-render only
 ```"""
@@ -82,9 +82,9 @@ applies (Samsa; a JetStream stream and a Redis stream are not partitioned), {siz
   consumer reading as they arrive, for {secs:g} s; the first 20 % of messages are warm-up,
   not counted. A producer that falls behind sends late and stamps late, so, as in OMB,
   its own stalls are not counted as latency;
-- **e2e latency, fixed rate**: the same at {fixed:,.0f} msg/s for every system, because half of
-  a peak measured with two processes on two cores already saturates them once a third (the
-  consumer) runs;
+- **e2e latency, fixed rate**: the same at one rate for every system, {fixed}
+  (below every system's half peak here), because half of a peak measured with two processes
+  on two cores can already saturate them once a third, the consumer, runs;
 - **failover**: a probe writes one message at a time; the harness SIGKILLs the server leading
   the stream (Samsa: the leader of partition 0); the figure is the time from the kill until a
   write issued after it is acknowledged. A system with no replica to take over is restarted
@@ -169,7 +169,9 @@ def write(run: RunResult, docs_dir: Path) -> Path:
         sizes=sizes,
         backlog=backlog,
         secs=run.latency_seconds,
-        fixed=run.fixed_rate,
+        fixed=" and ".join(
+            f"{rate:,.0f} msg/s for {size} B" for size, rate in run.fixed_rates.items()
+        ),
         reps=run.reps,
     )
     text = f"""# Benchmarks: Samsa beside NATS JetStream and Redis Streams
@@ -191,9 +193,10 @@ above 1 is better for Samsa in msg/s and MB/s, worse in latency, CPU and recover
 
 ### The machine's ceilings, and Samsa as a fraction of them
 
-Measured in the same run: one TCP stream over loopback, and 1 MB sequential writes to a file
-(to the page cache, and then with an fsync at the end). Samsa's fraction is of payload bytes;
-a replicated cluster moves each byte more than once.
+Measured in the same run, before each repetition (median, and the spread, which shows how
+busy the machine was): one TCP stream over loopback, and 1 MB sequential writes to a file (to
+the page cache, and then with an fsync at the end). Samsa's fraction is of payload bytes; a
+replicated cluster moves each byte more than once.
 
 {markdown_table(c_header, c_rows)}
 

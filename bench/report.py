@@ -4,6 +4,8 @@ Markdown (docs/benchmarks.md)."""
 
 from __future__ import annotations
 
+import statistics
+
 from rich.console import Console
 from rich.table import Table
 
@@ -93,7 +95,7 @@ def comparison(run: RunResult) -> tuple[list[str], list[list[str]]]:
 
 def ceiling_rows(run: RunResult) -> tuple[list[str], list[list[str]]]:
     """Each ceiling, and Samsa's produce and consume MB/s as a fraction of it."""
-    header = ["ceiling", "MB/s"]
+    header = ["ceiling", "MB/s", "lowest-highest"]
     figures = [
         (workload, size)
         for workload in (PRODUCE, CONSUME)
@@ -102,8 +104,9 @@ def ceiling_rows(run: RunResult) -> tuple[list[str], list[list[str]]]:
     ]
     header += [f"Samsa {w} {_size(s)}" for w, s in figures]
     rows = []
-    for name, mb_s in run.ceilings.items():
-        row = [name, fmt(mb_s)]
+    for name, values in run.ceilings().items():
+        mb_s = statistics.median(values)
+        row = [name, fmt(mb_s), f"{fmt(min(values))}-{fmt(max(values))}"]
         for workload, size in figures:
             samsa = run.median(SAMSA, workload, size, "mb_per_s")
             row.append(f"{samsa / mb_s:.1%}" if samsa is not None and mb_s else "-")
@@ -128,7 +131,7 @@ def print_tables(run: RunResult, console: Console | None = None) -> None:
         table.add_row(*row, end_section=i + 1 < len(rows) and rows[i + 1][0] != row[0])
     console.print(table)
     header, rows = ceiling_rows(run)
-    table = Table(title="The machine's ceilings, measured in the same run")
+    table = Table(title="The machine's ceilings, measured before each repetition, median")
     for name in header:
         table.add_column(name, justify="left" if name == "ceiling" else "right")
     for row in rows:

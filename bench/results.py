@@ -14,6 +14,8 @@ CONSUME = "consume backlog"
 LATENCY = "e2e latency, half peak"
 LATENCY_FIXED = "e2e latency, fixed rate"
 FAILOVER = "failover"
+#: the system name under which the machine's ceilings are kept, one sample per repetition
+MACHINE = "machine"
 WORKLOADS = (PRODUCE, PRODUCE_ACKS1, CONSUME, LATENCY, LATENCY_FIXED, FAILOVER)
 
 
@@ -44,9 +46,8 @@ class RunResult:
     sizes: list[int]
     backlog: dict[str, int]
     latency_seconds: float
-    fixed_rate: float
+    fixed_rates: dict[str, float]
     systems: list[SystemInfo] = field(default_factory=list)
-    ceilings: dict[str, float] = field(default_factory=dict)
     machine: dict[str, str] = field(default_factory=dict)
     samples: list[Sample] = field(default_factory=list)
 
@@ -73,6 +74,14 @@ class RunResult:
             return []
         n = min(len(c) for c in cdfs)
         return [statistics.median(c[i] for c in cdfs) for i in range(n)]
+
+    def ceilings(self) -> dict[str, list[float]]:
+        """Each ceiling's MB/s, one figure per repetition, in the order measured."""
+        out: dict[str, list[float]] = {}
+        for s in self.samples:
+            if s.system == MACHINE and (v := s.values.get("mb_per_s")) is not None:
+                out.setdefault(s.workload, []).append(v)
+        return out
 
     def system(self, key: str) -> SystemInfo | None:
         return next((s for s in self.systems if s.key == key), None)

@@ -3,10 +3,13 @@
 For each message size and repetition, each system is started afresh and given, in order:
   1. maximum producer throughput: BACKLOG messages into one stream (6 partitions for Samsa);
   2. consumer throughput: that backlog read from the start;
-  3. (Samsa only) producer throughput again with acks=1;
-  4. end-to-end latency at half the peak of step 1, on a new stream, and again at one fixed
-     rate for all systems (half of a peak measured on 2 shared cores can already saturate them);
-  5. failover: the leader of the first stream killed, time until a write succeeds again.
+  3. (Samsa only) producer throughput again with acks=1 (not in quick runs);
+  4. end-to-end latency at half the peak of step 1 (not in quick runs), on a new stream,
+     and again at one fixed rate per size for all systems (half of a peak measured on 2
+     shared cores can already saturate them);
+  5. failover: the leader of the first stream killed, time until a write succeeds again
+     (quick runs: for the first size only).
+The machine's ceilings are measured before each repetition.
 Load generators run as separate processes (`bench.clients`); the harness only starts, times
 and stops.
 """
@@ -20,7 +23,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from bench.clients.common import now_ns
 from bench.results import (
@@ -28,6 +31,7 @@ from bench.results import (
     FAILOVER,
     LATENCY,
     LATENCY_FIXED,
+    MACHINE,
     PRODUCE,
     PRODUCE_ACKS1,
     Sample,
@@ -47,10 +51,14 @@ class Plan:
     reps: int
     backlog: dict[int, int]
     latency_seconds: float
-    fixed_rate: float = 10_000
+    #: per size, one rate for every system: below each one's half peak here
+    fixed_rates: dict[int, float] = field(default_factory=lambda: {100: 10_000, 1024: 2_000})
     failover: bool = True
     #: measure failover for the first message size only (it hardly depends on it)
     failover_once: bool = False
+    #: the steps a quick run leaves out: Samsa's acks=1 produce, latency at half peak
+    acks1: bool = True
+    half_peak_latency: bool = True
 
 
 FULL = Plan(
@@ -62,6 +70,8 @@ QUICK = Plan(
     backlog={100: 50_000, 1024: 20_000},
     latency_seconds=1.5,
     failover_once=True,
+    acks1=False,
+    half_peak_latency=False,
 )
 
 
@@ -202,14 +212,18 @@ def run_one(
     produce_opts = {"acks": "all"} if system.key == "samsa" else {}
     add(PRODUCE, measure_throughput(system, "produce", STREAM, size, count, **produce_opts))
     add(CONSUME, measure_throughput(system, "consume", STREAM, size, count))
-    if system.key == "samsa":
+    if system.key == "samsa" and plan.acks1:
         system.create_stream(ACKS1_STREAM, PARTITIONS)
         add(PRODUCE_ACKS1, measure_throughput(system, "produce", ACKS1_STREAM, size, count, acks=1))
     peak = samples[0].values["msgs_per_s"] or 1.0
-    add(LATENCY, *measure_latency(system, LATENCY_STREAM, size, peak / 2, plan.latency_seconds))
+    if plan.half_peak_latency:
+        add(
+            LATENCY,
+            *measure_latency(system, LATENCY_STREAM, size, peak / 2, plan.latency_seconds),
+        )
     add(
         LATENCY_FIXED,
-        *measure_latency(system, FIXED_STREAM, size, plan.fixed_rate, plan.latency_seconds),
+        *measure_latency(system, FIXED_STREAM, size, plan.fixed_rates[size], plan.latency_seconds),
     )
     if plan.failover and not (plan.failover_once and size != plan.sizes[0]):
         add(FAILOVER, measure_failover(system))
@@ -220,11 +234,18 @@ def run(
     factories: dict[str, Callable[[], System]] | dict[str, type[System]],
     plan: Plan,
     log: Callable[[str], None] = print,
+    ceilings: Callable[[], dict[str, float]] | None = None,
 ) -> list[Sample]:
-    """Repetitions interleave the systems, so that noise from the machine falls on all alike."""
+    """Repetitions interleave the systems, so that noise from the machine falls on all alike;
+    the machine's ceilings are measured again before each repetition, for the same reason."""
     samples: list[Sample] = []
+    rep_no = 0
     for size in plan.sizes:
         for rep in range(1, plan.reps + 1):
+            rep_no += 1
+            for name, mb_s in (ceilings() if ceilings else {}).items():
+                samples.append(Sample(MACHINE, name, 0, rep_no, {"mb_per_s": mb_s}))
+                log(f"  ceiling {name}: {mb_s:,.0f} MB/s")
             for make in factories.values():
                 t0 = time.monotonic()
                 with make() as system:

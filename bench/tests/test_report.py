@@ -9,7 +9,16 @@ from pathlib import Path
 from bench import docs
 from bench.procs import pid_listening_on
 from bench.report import ceiling_rows, comparison, markdown_table
-from bench.results import CONSUME, FAILOVER, LATENCY, PRODUCE, RunResult, Sample, SystemInfo
+from bench.results import (
+    CONSUME,
+    FAILOVER,
+    LATENCY,
+    MACHINE,
+    PRODUCE,
+    RunResult,
+    Sample,
+    SystemInfo,
+)
 from bench.samsa_system import _BOOTSTRAP_LINE
 
 
@@ -20,14 +29,15 @@ def made_up_run() -> RunResult:
         sizes=[100],
         backlog={"100": 1000},
         latency_seconds=1,
-        fixed_rate=10_000,
+        fixed_rates={"100": 10_000},
         systems=[
             SystemInfo("samsa", "Samsa", "1 standalone broker, RF=1", "restart"),
             SystemInfo("nats", "NATS JetStream", "3 servers", "failover"),
         ],
-        ceilings={"loopback TCP": 1000.0},
         machine={"load average at start": "0.10 0.20 0.30"},
     )
+    for rep, loopback in enumerate([900.0, 1000.0, 1200.0], 1):
+        run.samples.append(Sample(MACHINE, "loopback TCP", 0, rep, {"mb_per_s": loopback}))
     for rep, (samsa, nats) in enumerate([(300.0, 100.0), (100.0, 50.0), (200.0, 80.0)], 1):
         for key, rate in (("samsa", samsa), ("nats", nats)):
             run.samples += [
@@ -52,8 +62,8 @@ def test_comparison_shows_medians_and_samsa_over_peer_ratios() -> None:
 def test_ceilings_give_samsa_as_a_fraction() -> None:
     header, rows = ceiling_rows(made_up_run())
     # median produce 20 MB/s of 1,000; consume has no MB/s in this run, so no column
-    assert header[2:] == ["Samsa produce 100 B"]
-    assert rows == [["loopback TCP", "1,000", "2.0%"]]
+    assert header[3:] == ["Samsa produce 100 B"]
+    assert rows == [["loopback TCP", "1,000", "900.0-1,200", "2.0%"]]
 
 
 def test_docs_page_has_the_table_the_plots_and_the_standalone_caveat(tmp_path: Path) -> None:
