@@ -50,10 +50,12 @@ def machine_facts() -> dict[str, str]:
         "kernel": platform.release(),
         "Python": platform.python_version(),
         "librdkafka / confluent-kafka": f"{confluent_kafka.libversion()[0]} / "
-        f"{confluent_kafka.version()[0]}",
+        f"{version('confluent-kafka')}",
         "nats-server": _first_line(["nats-server", "--version"]),
         "nats-py": version("nats-py"),
-        "redis-server": _first_line(["redis-server", "--version"]),
+        "redis-server": " ".join(
+            w for w in _first_line(["redis-server", "--version"]).split() if w.startswith("v=")
+        ),
         "redis-py / hiredis": f"{version('redis')} / {version('hiredis')}",
         "load average at start": load_average(),
     }
@@ -123,6 +125,16 @@ CPU rows: server CPU is the user+system time of the server processes from /proc;
 is the load generator's whole process, start-up included (about half a second of it)."""
 
 
+def _ceiling_spread(run: RunResult) -> str:
+    loopback = run.ceilings().get("loopback TCP", [])
+    if len(loopback) < 2:
+        return ""
+    return (
+        f" Between repetitions the loopback TCP ceiling alone ranged from {min(loopback):,.0f} "
+        f"to {max(loopback):,.0f} MB/s."
+    )
+
+
 def write(run: RunResult, docs_dir: Path) -> Path:
     assets = docs_dir / ASSETS
     assets.mkdir(parents=True, exist_ok=True)
@@ -162,7 +174,7 @@ def write(run: RunResult, docs_dir: Path) -> Path:
             f"{run.machine.get('load average at end', '?')} at the end; CPU busy "
             f"{run.machine.get('CPU busy during the run (all processes)', '?')} over the run, "
             "everything included): figures are noisy, the medians damp that but do not "
-            "remove it."
+            "remove it." + _ceiling_spread(run)
         )
     mode = "quick mode, 1 small repetition" if run.quick else f"{run.reps} repetitions"
     method = METHOD.format(
