@@ -12,7 +12,8 @@ help:
 	@echo "make test    lint, then every test (slow fault tests included)"
 	@echo "make lint    ruff, mypy, import-linter contracts"
 	@echo "make demo    a local broker, a topic, records produced and consumed"
-	@echo "make bench   benchmarks (figures printed, never asserted)"
+	@echo "make bench   every benchmark: components, then Samsa beside NATS and Redis (docs/benchmarks.md)"
+	@echo "make bench-quick  Samsa beside NATS and Redis, small and once (< 2 min)"
 	@echo "make spark-image  the Spark image with samsa_spark (needs Docker)"
 	@echo "make crds    render the CRDs from the operator's models into crds/ and the chart"
 	@echo "make chart   helm lint the operator's chart"
@@ -21,11 +22,14 @@ help:
 
 setup: setup-apt setup-python tools
 
-# zookeeper: the real server for cluster tests; kcat: a real client; a JRE for both.
+# zookeeper: the real server for cluster tests; kcat: a real client; a JRE for both;
+# nats-server and redis-server: the peers `make bench` runs beside Samsa.
+APT_PACKAGES := zookeeper kcat default-jre-headless nats-server redis-server
+
 setup-apt:
 	@if command -v apt-get >/dev/null; then \
 	  missing=""; \
-	  for p in zookeeper kcat default-jre-headless; do \
+	  for p in $(APT_PACKAGES); do \
 	    dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; \
 	  done; \
 	  if [ -n "$$missing" ]; then \
@@ -33,7 +37,7 @@ setup-apt:
 	    $$SUDO apt-get update -qq && \
 	    DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing; \
 	  fi; \
-	else echo "no apt-get: install zookeeper, kcat and a JRE yourself"; fi
+	else echo "no apt-get: install $(APT_PACKAGES) yourself"; fi
 
 setup-python:
 	@command -v $(UV) >/dev/null || python3 -m pip install --quiet uv || pip install --quiet uv
@@ -47,7 +51,7 @@ lint:
 	$(UV) run ruff check .
 	$(UV) run ruff format --check .
 	$(UV) run mypy broker_image/samsa operator/samsa_operator spark-on-k8s/samsa_spark \
-		spark-on-k8s/pyspark_samsa
+		spark-on-k8s/pyspark_samsa bench
 	$(UV) run lint-imports
 
 format:
@@ -63,11 +67,12 @@ test-fast:
 demo:
 	$(UV) run python examples/demo.py
 
+# The full run (3 repetitions, about 20 minutes) rewrites docs/benchmarks.md and its plots.
 bench:
-	$(UV) run python -m bench
+	$(UV) run python -m bench --docs docs
 
 bench-quick:
-	$(UV) run python -m bench --quick
+	$(UV) run python -m bench peers --quick
 
 SPARK_IMAGE_TAG ?= samsa-spark:0.1.0
 spark-image:

@@ -1,14 +1,23 @@
-"""`python -m bench [--quick] [--only NAME]`: run the benchmarks and print their tables."""
+"""`python -m bench [components|peers] ...`: every benchmark, or one family of them.
+
+- ``components [--quick] [--only NAME]``: each part of Samsa on its own (broker core, consumer
+  groups, the log cleaner, Spark reads), each beside its baseline from the same run;
+- ``peers [...]``: Samsa (3 brokers, RF=3, acks=all and acks=1) beside NATS JetStream and
+  Redis Streams: throughput, end-to-end latency and failover (see ``bench.peers``).
+
+With no family, both run: the components first, then the peers with their defaults.
+"""
 
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable
 
-from bench import broker_core, cleaner, groups, spark_read
-from bench.report import Row, print_table
+from bench import broker_core, cleaner, groups, peers, spark_read
+from bench.table import Row, print_table
 
-BENCHMARKS: dict[str, tuple[str, Callable[[bool], list[Row]]]] = {
+COMPONENTS: dict[str, tuple[str, Callable[[bool], list[Row]]]] = {
     "broker_core": ("Broker core: one broker, librdkafka, acks=1", broker_core.run),
     "groups": ("Consumer groups: 3 librdkafka members, 6 partitions, 100 B records", groups.run),
     "cleaner": (
@@ -22,14 +31,27 @@ BENCHMARKS: dict[str, tuple[str, Callable[[bool], list[Row]]]] = {
 }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+def components(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench components")
     parser.add_argument("--quick", action="store_true", help="small runs for development")
-    parser.add_argument("--only", choices=sorted(BENCHMARKS), action="append", help="repeatable")
-    args = parser.parse_args()
-    for name in args.only or BENCHMARKS:
-        title, run = BENCHMARKS[name]
+    parser.add_argument("--only", choices=sorted(COMPONENTS), action="append", help="repeatable")
+    args = parser.parse_args(argv)
+    for name in args.only or COMPONENTS:
+        title, run = COMPONENTS[name]
         print_table(title, run(args.quick))
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    family = argv[0] if argv and argv[0] in ("components", "peers") else None
+    if family == "components":
+        components(argv[1:])
+    elif family == "peers":
+        peers.main(argv[1:])
+    else:
+        quick = "--quick" in argv
+        components(["--quick"] if quick else [])
+        peers.main(argv)
 
 
 if __name__ == "__main__":

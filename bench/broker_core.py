@@ -1,4 +1,6 @@
-"""Issue 2's benchmark: one standalone broker, librdkafka producer and consumer, acks=1.
+"""The broker core on its own: one standalone broker, librdkafka producer and consumer, acks=1.
+
+Latency percentiles are measured by the peers comparison (``bench.peers``), end to end.
 
 Baselines from the same run: the loopback TCP and page-cache write ceilings of this machine,
 so each MB/s figure can be read as a fraction of what the hardware allows.
@@ -6,15 +8,10 @@ so each MB/s figure can be read as a fraction of what the hardware allows.
 
 from __future__ import annotations
 
-from bench.ceilings import loopback_tcp_mb_s, page_cache_write_mb_s
-from bench.procs import (
-    consume_backlog,
-    cpu_seconds,
-    create_topic,
-    produce_backlog,
-    samsa_broker,
-)
-from bench.report import Row, percentile
+from bench.ceilings import loopback_tcp_mb_s, sequential_write_mb_s
+from bench.procs import cpu_seconds
+from bench.standalone import consume_backlog, create_topic, produce_backlog, samsa_broker
+from bench.table import Row
 
 PARTITIONS = 6
 
@@ -25,7 +22,7 @@ def run(quick: bool = False) -> list[Row]:
         Row(
             "ceiling",
             "page-cache write",
-            mb_per_s=page_cache_write_mb_s((128 if quick else 1024) << 20),
+            mb_per_s=sequential_write_mb_s((128 if quick else 1024) << 20),
         ),
     ]
     for size in (100, 1024):
@@ -36,10 +33,9 @@ def run(quick: bool = False) -> list[Row]:
             topic = f"bench-{size}"
             create_topic(bootstrap, topic, PARTITIONS)
             cpu0 = cpu_seconds(pid)
-            res = produce_backlog(bootstrap, topic, count, size, PARTITIONS)
+            res = produce_backlog(bootstrap, topic, count, size)
             cpu1 = cpu_seconds(pid)
             mb = count * size / 1e6
-            lat = res["latencies"]
             rows.append(
                 Row(
                     "produce acks=1",
@@ -47,15 +43,15 @@ def run(quick: bool = False) -> list[Row]:
                     size,
                     count / res["seconds"],
                     mb / res["seconds"],
-                    _ms(percentile(lat, 0.5)),
-                    _ms(percentile(lat, 0.99)),
-                    _ms(percentile(lat, 0.999)),
+                    None,
+                    None,
+                    None,
                     (cpu1 - cpu0) * 1000 / mb,
                     note=f"{res['errors']} errors" if res["errors"] else "",
                 )
             )
             cpu0 = cpu_seconds(pid)
-            res = consume_backlog(bootstrap, topic, count, PARTITIONS)
+            res = consume_backlog(bootstrap, topic, count)
             cpu1 = cpu_seconds(pid)
             rows.append(
                 Row(
@@ -69,7 +65,3 @@ def run(quick: bool = False) -> list[Row]:
                 )
             )
     return rows
-
-
-def _ms(seconds: float | None) -> float | None:
-    return None if seconds is None else seconds * 1000

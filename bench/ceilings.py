@@ -1,4 +1,5 @@
-"""The machine's own ceilings, measured in the same run: loopback TCP and page-cache writes."""
+"""The machine's own ceilings, measured in the same run: loopback TCP, and sequential writes
+to the page cache and through to the disk (fsync at the end, as a log's flush would)."""
 
 from __future__ import annotations
 
@@ -40,13 +41,28 @@ def loopback_tcp_mb_s(seconds: float = 1.0, chunk: int = 1 << 20) -> float:
     return received / elapsed / 1e6
 
 
-def page_cache_write_mb_s(total: int = 512 << 20, chunk: int = 1 << 20) -> float:
+def sequential_write_mb_s(
+    total: int = 512 << 20, chunk: int = 1 << 20, fsync: bool = False, directory: str | None = None
+) -> float:
     payload = os.urandom(chunk)
-    with tempfile.NamedTemporaryFile(prefix="samsa-bench-") as f:
+    with tempfile.NamedTemporaryFile(prefix="samsa-bench-", dir=directory) as f:
         fd = f.fileno()
         start = time.perf_counter()
         written = 0
         while written < total:
             written += os.write(fd, payload)
+        if fsync:
+            os.fsync(fd)
         elapsed = time.perf_counter() - start
     return written / elapsed / 1e6
+
+
+def measure(quick: bool) -> dict[str, float]:
+    """Every ceiling, in MB/s."""
+    return {
+        "loopback TCP": loopback_tcp_mb_s(0.5 if quick else 2.0),
+        "sequential write, page cache": sequential_write_mb_s((128 if quick else 1024) << 20),
+        "sequential write, fsync": sequential_write_mb_s(
+            (128 if quick else 1024) << 20, fsync=True
+        ),
+    }

@@ -15,8 +15,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.ceilings import page_cache_write_mb_s
-from bench.report import Row, percentile
+from bench.ceilings import sequential_write_mb_s
+from bench.table import Row, percentile
 from samsa.config.topic import LogConfig
 from samsa.log import LogManager
 from samsa.log.cleaner import CleanerConfig, LogCleaner
@@ -92,7 +92,7 @@ async def _clean(dir: Path) -> tuple[float, float, list[float], LogCleaner]:
 def run(quick: bool = False) -> list[Row]:
     total = (16 if quick else 160) << 20
     rows = [
-        Row("ceiling", "page-cache write", mb_per_s=page_cache_write_mb_s(total)),
+        Row("ceiling", "page-cache write", mb_per_s=sequential_write_mb_s(total)),
     ]
     workloads = [
         ("10k keys", 100, 10_000, COMPRESSION_NONE),

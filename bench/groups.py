@@ -24,8 +24,8 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from bench.procs import consume_backlog, create_topic, produce_backlog, samsa_broker
-from bench.report import Row, percentile
+from bench.standalone import consume_backlog, create_topic, produce_backlog, samsa_broker
+from bench.table import Row, percentile
 
 PARTITIONS = 6
 MEMBERS = 3
@@ -202,8 +202,8 @@ def run(quick: bool = False) -> list[Row]:
     with samsa_broker() as (bootstrap, _pid):
         topic = "bench-groups"
         create_topic(bootstrap, topic, PARTITIONS)
-        produce_backlog(bootstrap, topic, count, SIZE, PARTITIONS)
-        baseline = consume_backlog(bootstrap, topic, count, PARTITIONS)
+        produce_backlog(bootstrap, topic, count, SIZE)
+        baseline = consume_backlog(bootstrap, topic, count)
         rows.append(
             Row(
                 "baseline: 1 consumer, assign(), no commits",

@@ -1,25 +1,25 @@
-"""Start and stop the processes a benchmark measures (brokers, load generators), create their
-topics, and read their CPU time from /proc."""
+"""Server processes the harness starts, kills and stops, and their CPU time read from /proc."""
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
 import signal
 import socket
 import subprocess
-import sys
-import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
-
-from confluent_kafka.admin import AdminClient, NewTopic
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def require_binary(name: str) -> str:
+    """The path of a server binary `make setup` installs, or a clear error."""
+    path = shutil.which(name)
+    if path is None:
+        raise RuntimeError(f"{name} is not installed: run `make setup`")
+    return path
 
 
 def free_port() -> int:
@@ -29,9 +29,18 @@ def free_port() -> int:
 
 
 def cpu_seconds(pid: int) -> float:
-    """User plus system CPU of a process (and its reaped children not counted)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    """User plus system CPU of a live process; 0 once it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def port_open(port: int) -> bool:
+    with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.5):
+        return True
+    return False
 
 
 def wait_port(port: int, timeout: float = 30.0, proc: subprocess.Popen | None = None) -> None:
@@ -39,79 +48,88 @@ def wait_port(port: int, timeout: float = 30.0, proc: subprocess.Popen | None = 
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
             raise RuntimeError(f"the process exited with {proc.returncode} before listening")
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.5):
+        if port_open(port):
             return
         time.sleep(0.05)
     raise TimeoutError(f"nothing listens on 127.0.0.1:{port} after {timeout}s")
 
 
-@contextlib.contextmanager
-def samsa_broker(overrides: dict[str, str] | None = None) -> Iterator[tuple[str, int]]:
-    """A standalone broker process on a free port; yields (bootstrap, pid)."""
-    data = Path(tempfile.mkdtemp(prefix="samsa-bench-"))
-    port = free_port()
-    cmd = [
-        sys.executable,
-        "-m",
-        "samsa.cli",
-        "broker",
-        "--data-dir",
-        str(data),
-        "--listen",
-        f"127.0.0.1:{port}",
-        "--log-level",
-        "WARNING",
-    ]
-    for key, value in (overrides or {}).items():
-        cmd += ["--override", f"{key}={value}"]
-    proc = subprocess.Popen(cmd)
-    try:
-        wait_port(port, proc=proc)
-        yield f"127.0.0.1:{port}", proc.pid
-    finally:
-        proc.send_signal(signal.SIGTERM)
+def pid_listening_on(port: int) -> int | None:
+    """The process holding a TCP LISTEN socket on 127.0.0.1:port (or any address), from /proc.
+
+    How the harness finds a broker it did not start itself, e.g. one of `samsa local up`'s.
+    """
+    inodes: set[str] = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError):
+            for line in Path(table).read_text().splitlines()[1:]:
+                cols = line.split()
+                local, state, inode = cols[1], cols[3], cols[9]
+                if state == "0A" and int(local.rsplit(":", 1)[1], 16) == port:
+                    inodes.add(f"socket:[{inode}]")
+    if not inodes:
+        return None
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            for fd in (proc / "fd").iterdir():
+                with contextlib.suppress(OSError):
+                    if os.readlink(fd) in inodes:
+                        return int(proc.name)
+    return None
+
+
+class Server:
+    """One server process: its output goes to a log file beside its data, for post-mortems."""
+
+    def __init__(
+        self, name: str, cmd: list[str], log: Path, port: int, stop_signal: int = signal.SIGTERM
+    ) -> None:
+        self.name = name
+        self.stop_signal = stop_signal
+        self.cmd = cmd
+        self.log = log
+        self.port = port
+        self.proc: subprocess.Popen | None = None
+
+    def start(self, timeout: float = 30.0) -> None:
+        with self.log.open("ab") as out:
+            self.proc = subprocess.Popen(
+                self.cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+            )
         try:
-            proc.wait(30)
+            wait_port(self.port, timeout, self.proc)
+        except (RuntimeError, TimeoutError) as exc:
+            tail = self.log.read_text(errors="replace")[-2000:]
+            self.kill()
+            raise RuntimeError(f"{self.name} did not start: {exc}\n{tail}") from None
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash would."""
+        if self.alive:
+            assert self.proc is not None
+            self.proc.kill()
+            self.proc.wait()
+
+    def stop(self, timeout: float = 30.0) -> int | None:
+        """Ask it to shut down and wait; the exit code, or None if it had already been killed."""
+        if not self.alive:
+            return None
+        assert self.proc is not None
+        self.proc.send_signal(self.stop_signal)
+        try:
+            return self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        shutil.rmtree(data, ignore_errors=True)
-
-
-def run_client(*args: str) -> dict[str, Any]:
-    """Run one bench.clients load generator in its own process; its JSON result."""
-    out = subprocess.run(
-        [sys.executable, "-m", "bench.clients", *args],
-        check=True,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
-    return result
-
-
-def produce_backlog(
-    bootstrap: str, topic: str, count: int, size: int, partitions: int, acks: str = "1"
-) -> dict[str, Any]:
-    """bench.clients produce: `count` records of `size` bytes, round-robin over partitions."""
-    return run_client(
-        "produce",
-        *("--bootstrap", bootstrap, "--topic", topic, "--count", str(count)),
-        *("--size", str(size), "--acks", acks, "--partitions", str(partitions)),
-    )
-
-
-def consume_backlog(bootstrap: str, topic: str, count: int, partitions: int) -> dict[str, Any]:
-    """bench.clients consume: one consumer assigned every partition reads `count` records."""
-    return run_client(
-        "consume",
-        *("--bootstrap", bootstrap, "--topic", topic, "--count", str(count)),
-        *("--partitions", str(partitions)),
-    )
-
-
-def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    for fut in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
-        fut.result(30)
+            self.proc.kill()
+            self.proc.wait()
+            return -signal.SIGKILL

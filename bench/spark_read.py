@@ -16,8 +16,8 @@ from pathlib import Path
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from bench.procs import samsa_broker
-from bench.report import Row
+from bench.standalone import samsa_broker
+from bench.table import Row
 from samsa_spark.local import local_spark
 
 PARTITIONS = 6
@@ -150,6 +150,6 @@ def run(quick: bool = False) -> list[Row]:
 
 
 if __name__ == "__main__":
-    from bench.report import print_table
+    from bench.table import print_table
 
     print_table("Spark read", run("--quick" in sys.argv))

@@ -1,0 +1,1 @@
+"""The harness's own tests: each system starts, takes a small workload and stops cleanly."""
