@@ -20,6 +20,7 @@ from samsa.coordinator import (
     AsyncioClock,
     GroupCoordinator,
     GroupCoordinatorConfig,
+    ProducerIdManager,
 )
 from samsa.coordinator.log_store import LogGroupStore, replay
 from samsa.handlers.apis import KafkaApis
@@ -28,6 +29,7 @@ from samsa.handlers.registry import default_apis
 from samsa.log import LogManager
 from samsa.metadata import BrokerInfo, LocalMetadataStore, MetadataCache, TopicPartition
 from samsa.metadata.local import ensure_meta_properties
+from samsa.metadata.producer_ids import LocalProducerIdBlockStore
 from samsa.network import Connection, SocketServer
 from samsa.replica import ReplicaManager
 
@@ -152,6 +154,9 @@ class KafkaServer:
             on_request=self.metrics.on_request,
             on_fetch=self.metrics.on_fetch,
             group_coordinator=self.group_coordinator,
+            producer_id_manager=ProducerIdManager(
+                config.broker_id, LocalProducerIdBlockStore(self.data_dir)
+            ),
         )
         late.target = KafkaApis(services, default_apis())
         if config["http.listener"]:
@@ -162,6 +167,7 @@ class KafkaServer:
             await self.http.start()
         self._schedule(config["log.retention.check.interval.ms"], self._retention)
         self._schedule(config["log.flush.offset.checkpoint.interval.ms"], self._checkpoint)
+        self._schedule(config["producer.id.expiration.check.interval.ms"], self._expire_producers)
         flush_interval = config["log.flush.scheduler.interval.ms"]
         if flush_interval < 2**62:
             self._schedule(flush_interval, self._flush)
@@ -260,6 +266,14 @@ class KafkaServer:
         if deleted:
             log.info("retention deleted %d segments", deleted)
             self.log_manager.checkpoint_log_start_offsets()
+
+    def _expire_producers(self) -> None:
+        assert self.log_manager is not None
+        expired = self.log_manager.remove_expired_producers(
+            self.dynamic_config()["producer.id.expiration.ms"]
+        )
+        if expired:
+            log.info("expired %d idle producer ids (producer.id.expiration.ms)", expired)
 
     def _checkpoint(self) -> None:
         assert self.log_manager is not None

@@ -18,6 +18,7 @@ from samsa.handlers import (
     find_coordinator,
     heartbeat,
     incremental_alter_configs,
+    init_producer_id,
     join_group,
     leave_group,
     list_groups,
@@ -55,6 +56,7 @@ MODULES: tuple[ModuleType, ...] = (
     list_groups,
     delete_groups,
     offset_delete,
+    init_producer_id,
 )
 
 
