@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 from samsa.log.producer_snapshot import (
     CorruptSnapshotError,
@@ -39,6 +40,7 @@ from samsa.log.producer_state import (
     InvalidProducerRecordError,
     ProducerAppendInfo,
     ProducerStateEntry,
+    in_sequence,
     increment_sequence,
 )
 from samsa.protocol.records import BatchHeader
@@ -47,7 +49,16 @@ log = logging.getLogger(__name__)
 
 # (start, end) -> the headers of the log's batches holding offsets in [start, end).
 HeaderSource = Callable[[int, int], Iterable[BatchHeader]]
-PendingUpdates = dict[int, ProducerAppendInfo]
+
+
+class Continuation(NamedTuple):
+    """The common case, kept cheap: one batch that follows its producer's last one."""
+
+    entry: ProducerStateEntry
+    batch: BatchMetadata
+
+
+PendingUpdates = dict[int, ProducerAppendInfo] | Continuation
 
 
 class ProducerStateManager:
@@ -96,8 +107,27 @@ class ProducerStateManager:
         for `complete_append` once the batches are written.  Raises InvalidProducerEpochError,
         OutOfOrderSequenceError or InvalidProducerRecordError, before anything is written.
         """
-        updates: PendingUpdates | None = None
         producers = self.producers
+        if len(headers) == 1:
+            h = headers[0]
+            entry = producers.get(h.producer_id)
+            if (
+                entry is not None
+                and h.producer_epoch == entry.producer_epoch
+                and h.base_sequence >= 0
+                and not h.is_control
+            ):
+                last_seq = increment_sequence(h.base_sequence, h.last_offset_delta)
+                duplicate = entry.find_duplicate_batch(h.producer_epoch, h.base_sequence, last_seq)
+                if duplicate is not None:
+                    return duplicate
+                if in_sequence(entry.last_seq, h.base_sequence):
+                    ts = h.max_timestamp if log_append_time < 0 else log_append_time
+                    last = first_offset + h.last_offset_delta
+                    return Continuation(
+                        entry, BatchMetadata(last_seq, last, h.last_offset_delta, ts)
+                    )
+        updates: dict[int, ProducerAppendInfo] | None = None
         offset = first_offset
         for h in headers:
             last = offset + h.last_offset_delta
@@ -139,7 +169,11 @@ class ProducerStateManager:
 
     def complete_append(self, updates: PendingUpdates | None, next_offset: int) -> None:
         """The batches checked by `prepare_leader_append` are written: take them on."""
-        if updates:
+        if isinstance(updates, Continuation):
+            entry, batch = updates
+            entry.batches.append(batch)
+            entry.last_timestamp = batch.timestamp
+        elif updates:
             producers = self.producers
             for pid, info in updates.items():
                 entry = producers.get(pid)
@@ -153,7 +187,7 @@ class ProducerStateManager:
     def append_replicated(self, headers: Iterable[BatchHeader], next_offset: int) -> None:
         """Batches appended with the offsets they carry (a follower, or recovery): no checks
         beyond a warning for an epoch going backwards."""
-        updates: PendingUpdates = {}
+        updates: dict[int, ProducerAppendInfo] = {}
         for h in headers:
             pid = h.producer_id
             if pid == NO_PRODUCER_ID or h.is_control:
