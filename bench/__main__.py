@@ -12,7 +12,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="small runs for development")
     args = parser.parse_args()
-    print_table("Broker core: one broker, librdkafka, acks=1", broker_core.run(args.quick))
+    print_table("Broker core: one broker, librdkafka", broker_core.run(args.quick))
 
 
 if __name__ == "__main__":

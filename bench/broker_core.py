@@ -1,4 +1,5 @@
-"""Issue 2's benchmark: one standalone broker, librdkafka producer and consumer, acks=1.
+"""Issue 2's benchmark: one standalone broker, librdkafka producer and consumer, acks=1;
+and beside it acks=all with and without enable.idempotence, the cost of idempotence.
 
 Baselines from the same run: the loopback TCP and page-cache write ceilings of this machine,
 so each MB/s figure can be read as a fraction of what the hardware allows.
@@ -51,40 +52,17 @@ def run(quick: bool = False) -> list[Row]:
         )
         with samsa_broker({"log.segment.bytes": str(256 << 20)}) as (bootstrap, pid):
             topic = f"bench-{size}"
-            _create_topic(bootstrap, topic)
-            cpu0 = cpu_seconds(pid)
-            res = _client(
-                "produce",
-                "--bootstrap",
-                bootstrap,
-                "--topic",
-                topic,
-                "--count",
-                str(count),
-                "--size",
-                str(size),
-                "--acks",
-                "1",
-                "--partitions",
-                str(PARTITIONS),
-            )
-            cpu1 = cpu_seconds(pid)
-            mb = count * size / 1e6
-            lat = res["latencies"]
-            rows.append(
-                Row(
-                    "produce acks=1",
-                    "samsa",
-                    size,
-                    count / res["seconds"],
-                    mb / res["seconds"],
-                    _ms(percentile(lat, 0.5)),
-                    _ms(percentile(lat, 0.99)),
-                    _ms(percentile(lat, 0.999)),
-                    (cpu1 - cpu0) * 1000 / mb,
-                    note=f"{res['errors']} errors" if res["errors"] else "",
+            # acks=1 as most users run it; acks=all beside idempotence (which implies it),
+            # so the idempotence row shows the cost of the producer-state checks alone.
+            for workload, acks, idempotence, name in (
+                ("produce acks=1", "1", False, topic),
+                ("produce acks=all", "all", False, f"{topic}-all"),
+                ("produce idempotent", "all", True, f"{topic}-idempotent"),
+            ):
+                rows.append(
+                    _produce_row(bootstrap, pid, workload, name, count, size, acks, idempotence)
                 )
-            )
+            mb = count * size / 1e6
             cpu0 = cpu_seconds(pid)
             res = _client(
                 "consume",
@@ -110,6 +88,38 @@ def run(quick: bool = False) -> list[Row]:
                 )
             )
     return rows
+
+
+def _produce_row(
+    bootstrap: str,
+    pid: int,
+    workload: str,
+    topic: str,
+    count: int,
+    size: int,
+    acks: str,
+    idempotence: bool,
+) -> Row:
+    _create_topic(bootstrap, topic)
+    cpu0 = cpu_seconds(pid)
+    args = ["produce", "--bootstrap", bootstrap, "--topic", topic, "--count", str(count)]
+    args += ["--size", str(size), "--acks", acks, "--partitions", str(PARTITIONS)]
+    res = _client(*args, *(["--idempotence"] if idempotence else []))
+    cpu1 = cpu_seconds(pid)
+    mb = count * size / 1e6
+    lat = res["latencies"]
+    return Row(
+        workload,
+        "samsa",
+        size,
+        count / res["seconds"],
+        mb / res["seconds"],
+        _ms(percentile(lat, 0.5)),
+        _ms(percentile(lat, 0.99)),
+        _ms(percentile(lat, 0.999)),
+        (cpu1 - cpu0) * 1000 / mb,
+        note=f"{res['errors']} errors" if res["errors"] else "",
+    )
 
 
 def _ms(seconds: float | None) -> float | None:

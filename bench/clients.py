@@ -14,7 +14,15 @@ import time
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 
-def produce(bootstrap: str, topic: str, count: int, size: int, acks: str, partitions: int) -> dict:
+def produce(
+    bootstrap: str,
+    topic: str,
+    count: int,
+    size: int,
+    acks: str,
+    partitions: int,
+    idempotence: bool = False,
+) -> dict:
     producer = Producer(
         {
             "bootstrap.servers": bootstrap,
@@ -24,7 +32,7 @@ def produce(bootstrap: str, topic: str, count: int, size: int, acks: str, partit
             "batch.num.messages": 100_000,
             "queue.buffering.max.messages": 2_000_000,
             "queue.buffering.max.kbytes": 2_000_000,
-            "enable.idempotence": False,
+            "enable.idempotence": idempotence,
             "compression.type": "none",
         }
     )
@@ -107,10 +115,17 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=100)
     parser.add_argument("--acks", default="1")
     parser.add_argument("--partitions", type=int, default=1)
+    parser.add_argument("--idempotence", action="store_true", help="enable.idempotence=true")
     args = parser.parse_args()
     if args.mode == "produce":
         result = produce(
-            args.bootstrap, args.topic, args.count, args.size, args.acks, args.partitions
+            args.bootstrap,
+            args.topic,
+            args.count,
+            args.size,
+            args.acks,
+            args.partitions,
+            args.idempotence,
         )
     else:
         result = consume(args.bootstrap, args.topic, args.count, args.partitions)
