@@ -51,6 +51,11 @@ def produce(
         if err is not None:
             errors += 1
 
+    # Connected, with metadata and (for idempotence) a producer id, before the clock starts:
+    # librdkafka asks for its producer id half a second after it starts.
+    for part in range(partitions):
+        producer.produce(topic, payload, partition=part)
+    producer.flush(30)
     start = time.perf_counter()
     p = producer.produce
     for i in range(count):

@@ -67,6 +67,7 @@ class KafkaServer:
         self.cache: MetadataCache | None = None
         self.metrics = BrokerMetrics(lambda: self.log_manager)
         self.group_coordinator: GroupCoordinator | None = None
+        self.producer_id_manager: ProducerIdManager | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._stopped = asyncio.Event()
         self._background: set[asyncio.Task[int]] = set()
@@ -143,6 +144,10 @@ class KafkaServer:
         )
         await controller.start()
         self.group_coordinator = await self._start_group_coordinator()
+        self.producer_id_manager = ProducerIdManager(
+            config.broker_id, LocalProducerIdBlockStore(self.data_dir)
+        )
+        self.producer_id_manager.start()
         services = BrokerServices(
             config=config,
             broker=broker,
@@ -154,9 +159,7 @@ class KafkaServer:
             on_request=self.metrics.on_request,
             on_fetch=self.metrics.on_fetch,
             group_coordinator=self.group_coordinator,
-            producer_id_manager=ProducerIdManager(
-                config.broker_id, LocalProducerIdBlockStore(self.data_dir)
-            ),
+            producer_id_manager=self.producer_id_manager,
         )
         late.target = KafkaApis(services, default_apis())
         if config["http.listener"]:
@@ -299,6 +302,8 @@ class KafkaServer:
             await self.socket_server.stop()
         if self.group_coordinator is not None:
             await self.group_coordinator.shutdown()
+        if self.producer_id_manager is not None:
+            await self.producer_id_manager.close()
         if self.replica_manager is not None:
             self.replica_manager.shutdown()
         if self.log_manager is not None:

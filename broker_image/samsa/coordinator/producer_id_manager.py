@@ -14,12 +14,16 @@ An id this broker cannot have handed out, or an exhausted epoch, gets a fresh id
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 
 from samsa.metadata.producer_ids import (
     PRODUCER_ID_BLOCK_SIZE,
     ProducerIdBlockStore,
     ProducerIdsBlock,
 )
+
+log = logging.getLogger(__name__)
 
 # Kafka bumps to a new producer id once the epoch reaches Short.MAX_VALUE - 1.
 MAX_BUMPABLE_EPOCH = 2**15 - 2
@@ -39,6 +43,25 @@ class ProducerIdManager:
         self._block: ProducerIdsBlock | None = None
         self._next_id = 0
         self._lock = asyncio.Lock()
+        self._warmup: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        """Claim the first block in the background, so that the first InitProducerId does
+        not wait for its durable write (Kafka claims one when it starts, too)."""
+        self._warmup = asyncio.create_task(self._claim_first_block())
+
+    async def _claim_first_block(self) -> None:
+        try:
+            async with self._lock:
+                await self._ensure_block()
+        except Exception as exc:  # the first InitProducerId tries again, and answers
+            log.warning("cannot claim a block of producer ids yet: %s", exc)
+
+    async def close(self) -> None:
+        if self._warmup is not None:
+            self._warmup.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._warmup
 
     async def _ensure_block(self) -> None:
         if self._block is None or self._next_id > self._block.last_producer_id:

@@ -12,6 +12,7 @@ hold the znode's JSON: {"version":1,"broker":0,"block_start":"0","block_end":"99
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from dataclasses import dataclass
@@ -103,6 +104,10 @@ class LocalProducerIdBlockStore:
         return ProducerIdsBlock.from_json(text, str(self.path))
 
     async def claim_next_block(self, broker_id: int, size: int) -> ProducerIdsBlock:
+        # The write is fsynced: off the event loop, which serves everything else meanwhile.
+        return await asyncio.to_thread(self._claim, broker_id, size)
+
+    def _claim(self, broker_id: int, size: int) -> ProducerIdsBlock:
         latest = self.latest_block()
         block = latest.following(broker_id, size) if latest else first_block(broker_id, size)
         _atomic_write(self.path, block.to_json() + "\n")
