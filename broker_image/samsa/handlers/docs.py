@@ -30,10 +30,10 @@ DIFFERENCES = """\
   `.snapshot` files keep all five batches of each producer (Kafka's keep the last), so a retry
   is still recognised after a restart. Idle producers are forgotten after
   `producer.id.expiration.ms`.
-- **No transactions.** Produce and InitProducerId requests with a transactional id, and
-  FindCoordinator for a transaction coordinator, get TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-  which clients report as fatal. `isolation.level=read_committed` reads up to the high
-  watermark.
+- **No transactions.** Produce and InitProducerId requests with a transactional id,
+  transactional batches, and FindCoordinator for a transaction coordinator get
+  TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which clients report as fatal.
+  `isolation.level=read_committed` reads up to the high watermark.
 - **Standalone mode.** Without `zookeeper.connect`, one broker keeps its metadata in
   `samsa-metadata.json` in its data directory and leads every partition; `acks=all` acts as
   `acks=1` while a partition has one replica.

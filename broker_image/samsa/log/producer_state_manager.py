@@ -43,7 +43,8 @@ from samsa.log.producer_state import (
     in_sequence,
     increment_sequence,
 )
-from samsa.protocol.records import BatchHeader
+from samsa.protocol.errors import ErrorCode, KafkaApiError
+from samsa.protocol.records import CONTROL_MASK, TRANSACTIONAL_MASK, BatchHeader
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +60,18 @@ class Continuation(NamedTuple):
 
 
 PendingUpdates = dict[int, ProducerAppendInfo] | Continuation
+
+_TRANSACTIONAL_OR_CONTROL = TRANSACTIONAL_MASK | CONTROL_MASK
+
+
+def _refuse_transactional_or_control(h: BatchHeader) -> None:
+    """Kafka's rules for client batches, with no transactions on this broker."""
+    if h.is_control:
+        raise KafkaApiError(ErrorCode.invalid_record, "Clients may not write control batches")
+    raise KafkaApiError(
+        ErrorCode.transactional_id_authorization_failed,
+        "Transactional batches need a transactional id; this broker has no transactions",
+    )
 
 
 class ProducerStateManager:
@@ -105,7 +118,8 @@ class ProducerStateManager:
         Returns the BatchMetadata of a batch this append repeats (answer with its offsets
         and append nothing), else the pending updates (None if no batch has a producer id)
         for `complete_append` once the batches are written.  Raises InvalidProducerEpochError,
-        OutOfOrderSequenceError or InvalidProducerRecordError, before anything is written.
+        OutOfOrderSequenceError or InvalidProducerRecordError, and refuses transactional and
+        control batches (no transactions here), before anything is written.
         """
         producers = self.producers
         if len(headers) == 1:
@@ -115,7 +129,7 @@ class ProducerStateManager:
                 entry is not None
                 and h.producer_epoch == entry.producer_epoch
                 and h.base_sequence >= 0
-                and not h.is_control
+                and not h.attributes & _TRANSACTIONAL_OR_CONTROL
             ):
                 last_seq = increment_sequence(h.base_sequence, h.last_offset_delta)
                 duplicate = entry.find_duplicate_batch(h.producer_epoch, h.base_sequence, last_seq)
@@ -132,7 +146,9 @@ class ProducerStateManager:
         for h in headers:
             last = offset + h.last_offset_delta
             pid = h.producer_id
-            if pid != NO_PRODUCER_ID and not h.is_control:
+            if h.attributes & _TRANSACTIONAL_OR_CONTROL:
+                _refuse_transactional_or_control(h)
+            if pid != NO_PRODUCER_ID:
                 if h.base_sequence < 0:
                     raise InvalidProducerRecordError(
                         f"Invalid sequence number {h.base_sequence} in a record batch with "

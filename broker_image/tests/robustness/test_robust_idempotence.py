@@ -305,12 +305,15 @@ def test_produce_error_codes_of_idempotent_batches(tmp_path: Path) -> None:
         topic = unique("idem-wire")
         create_topic(broker.bootstrap_servers, topic, 1)
 
-        def batch(seq: int, n: int = 2, epoch: int = 0, pid: int = 77) -> bytes:
+        def batch(
+            seq: int, n: int = 2, epoch: int = 0, pid: int = 77, transactional: bool = False
+        ) -> bytes:
             return build_batch(
                 [(None, b"%d/%d" % (epoch, seq + i), []) for i in range(n)],
                 producer_id=pid,
                 producer_epoch=epoch,
                 base_sequence=seq,
+                transactional=transactional,
             )
 
         with Wire(broker.port) as wire:
@@ -328,6 +331,7 @@ def test_produce_error_codes_of_idempotent_batches(tmp_path: Path) -> None:
             assert produce(batch(0, epoch=1)) == (NONE, 4)
             assert produce(batch(4, epoch=0))[0] == INVALID_PRODUCER_EPOCH
             assert produce(batch(-1, pid=78))[0] == INVALID_RECORD
+            assert produce(batch(4, transactional=True))[0] == TRANSACTIONAL_ID_AUTHORIZATION_FAILED
             # A producer this partition does not know may start anywhere (KIP-360).
             assert produce(batch(1000, pid=79)) == (NONE, 6)
         assert log_end(broker.port, topic) == 8

@@ -20,8 +20,8 @@ from samsa.log.producer_state import (
     increment_sequence,
 )
 from samsa.log.producer_state_manager import ProducerStateManager
-from samsa.protocol.errors import ErrorCode
-from samsa.protocol.records import CONTROL_MASK, BatchHeader
+from samsa.protocol.errors import ErrorCode, KafkaApiError
+from samsa.protocol.records import CONTROL_MASK, TRANSACTIONAL_MASK, BatchHeader
 
 PID = 4000
 
@@ -154,11 +154,21 @@ def test_a_producer_id_without_a_sequence_is_an_invalid_record(leader: Leader) -
     assert exc.value.code is ErrorCode.invalid_record
 
 
-def test_batches_without_a_producer_id_and_control_batches_are_ignored(leader: Leader) -> None:
+def test_batches_without_a_producer_id_are_ignored(leader: Leader) -> None:
     leader.append(header(-1, pid=-1, epoch=-1))
-    leader.append(header(9, attributes=CONTROL_MASK))
     assert leader.state.is_empty
-    assert leader.state.map_end_offset == 2
+    assert leader.state.map_end_offset == 1
+
+
+def test_clients_may_not_write_transactional_or_control_batches(leader: Leader) -> None:
+    leader.append(header(0))
+    with pytest.raises(KafkaApiError) as exc:
+        leader.append(header(1, attributes=TRANSACTIONAL_MASK))
+    assert exc.value.code is ErrorCode.transactional_id_authorization_failed
+    with pytest.raises(KafkaApiError) as exc:
+        leader.append(header(-1, pid=-1, epoch=-1, attributes=CONTROL_MASK))
+    assert exc.value.code is ErrorCode.invalid_record
+    assert leader.end == 1
 
 
 def test_one_request_checks_its_batches_in_a_chain(leader: Leader) -> None:
