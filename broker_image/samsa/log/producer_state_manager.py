@@ -323,6 +323,7 @@ class ProducerStateManager:
     ) -> None:
         self.producers = {}
         start = log_start
+        loaded_at = None
         for at in reversed(list_snapshots(self._dir)):
             if at > snapshot_limit:
                 continue
@@ -334,12 +335,14 @@ class ProducerStateManager:
                 continue
             self.producers = {entry.producer_id: entry for entry in entries}
             start = max(at, log_start)
+            loaded_at = at
             break
         self.map_end_offset = start
         if start < log_end:
             self.append_replicated(headers(start, log_end), log_end)
         self.map_end_offset = log_end
-        self._snapshot_current = False
+        # A snapshot at the log end (a clean shutdown's) need not be written again.
+        self._snapshot_current = loaded_at == log_end
         log.debug(
             "%s: producer state of %d producers loaded from offset %d to %d",
             self.topic_partition,
