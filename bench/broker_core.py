@@ -1,9 +1,9 @@
-"""The broker core on its own: one standalone broker, librdkafka producer and consumer, acks=1.
+"""The broker core on its own: one standalone broker, librdkafka producer and consumer.
 
-Latency percentiles are measured by the peers comparison (``bench.peers``), end to end.
-
-Baselines from the same run: the loopback TCP and page-cache write ceilings of this machine,
-so each MB/s figure can be read as a fraction of what the hardware allows.
+acks=1 produce and backlog consume; beside them acks=all with and without
+enable.idempotence, whose difference is the cost of the producer-state checks.  Baselines
+from the same run: the loopback TCP and page-cache write ceilings of this machine.  End-to-end
+latency is measured by the peers comparison (``bench.peers``).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from bench.standalone import consume_backlog, create_topic, produce_backlog, sam
 from bench.table import Row
 
 PARTITIONS = 6
+BROKER = {"log.segment.bytes": str(256 << 20)}
 
 
 def run(quick: bool = False) -> list[Row]:
@@ -29,27 +30,11 @@ def run(quick: bool = False) -> list[Row]:
         count = (
             (200_000 if quick else 3_000_000) if size == 100 else (50_000 if quick else 1_000_000)
         )
-        with samsa_broker({"log.segment.bytes": str(256 << 20)}) as (bootstrap, pid):
-            topic = f"bench-{size}"
+        topic = f"bench-{size}"
+        with samsa_broker(BROKER) as (bootstrap, pid):
             create_topic(bootstrap, topic, PARTITIONS)
-            cpu0 = cpu_seconds(pid)
-            res = produce_backlog(bootstrap, topic, count, size)
-            cpu1 = cpu_seconds(pid)
+            rows.append(_produce_row(bootstrap, pid, "produce acks=1", topic, count, size, "1"))
             mb = count * size / 1e6
-            rows.append(
-                Row(
-                    "produce acks=1",
-                    "samsa",
-                    size,
-                    count / res["seconds"],
-                    mb / res["seconds"],
-                    None,
-                    None,
-                    None,
-                    (cpu1 - cpu0) * 1000 / mb,
-                    note=f"{res['errors']} errors" if res["errors"] else "",
-                )
-            )
             cpu0 = cpu_seconds(pid)
             res = consume_backlog(bootstrap, topic, count)
             cpu1 = cpu_seconds(pid)
@@ -64,4 +49,36 @@ def run(quick: bool = False) -> list[Row]:
                     note=f"{res['errors']} missing" if res["errors"] else "",
                 )
             )
+        # A broker each: a log written before in the same page cache slows the writes after it.
+        for workload, idempotence in (("produce acks=all", False), ("produce idempotent", True)):
+            with samsa_broker(BROKER) as (bootstrap, pid):
+                create_topic(bootstrap, topic, PARTITIONS)
+                rows.append(
+                    _produce_row(bootstrap, pid, workload, topic, count, size, "all", idempotence)
+                )
     return rows
+
+
+def _produce_row(
+    bootstrap: str,
+    pid: int,
+    workload: str,
+    topic: str,
+    count: int,
+    size: int,
+    acks: str,
+    idempotence: bool = False,
+) -> Row:
+    cpu0 = cpu_seconds(pid)
+    res = produce_backlog(bootstrap, topic, count, size, acks, idempotence)
+    cpu1 = cpu_seconds(pid)
+    mb = count * size / 1e6
+    return Row(
+        workload,
+        "samsa",
+        size,
+        count / res["seconds"],
+        mb / res["seconds"],
+        cpu_ms_per_mb=(cpu1 - cpu0) * 1000 / mb,
+        note=f"{res['errors']} errors" if res["errors"] else "",
+    )

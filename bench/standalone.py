@@ -66,13 +66,14 @@ def run_client(*args: str) -> dict[str, Any]:
 
 
 def produce_backlog(
-    bootstrap: str, topic: str, count: int, size: int, acks: str = "1"
+    bootstrap: str, topic: str, count: int, size: int, acks: str = "1", idempotence: bool = False
 ) -> dict[str, Any]:
     """`count` records of `size` bytes, round-robin over the topic's partitions."""
     return run_client(
         "produce",
         *("--endpoint", bootstrap, "--stream", topic, "--count", str(count)),
         *("--size", str(size), "--acks", acks),
+        *(["--idempotence"] if idempotence else []),
     )
 
 

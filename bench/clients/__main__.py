@@ -41,6 +41,9 @@ def main() -> None:
     parser.add_argument("--count", type=int, default=0)
     parser.add_argument("--size", type=int, default=100)
     parser.add_argument("--acks", default="all", help="Kafka only: acks for `produce`")
+    parser.add_argument(
+        "--idempotence", action="store_true", help="Kafka only: enable.idempotence for `produce`"
+    )
     parser.add_argument("--rate", type=float, default=0.0)
     parser.add_argument("--seconds", type=float, default=0.0)
     parser.add_argument("--idle", type=float, default=5.0, help="e2e-consume gives up after")
@@ -48,7 +51,9 @@ def main() -> None:
     client = importlib.import_module(CLIENTS[args.system])
     e, s = args.endpoint, args.stream
     if args.mode == "produce":
-        extra = {"acks": args.acks} if args.system == "samsa" else {}
+        extra = (
+            {"acks": args.acks, "idempotence": args.idempotence} if args.system == "samsa" else {}
+        )
         call = client.produce(e, s, args.count, args.size, **extra)
     elif args.mode == "consume":
         call = client.consume(e, s, args.count)

@@ -37,11 +37,25 @@ def _partitions(producer_or_consumer: Producer | Consumer, topic: str) -> int:
     return len(producer_or_consumer.list_topics(topic, timeout=10).topics[topic].partitions)
 
 
-def produce(endpoint: str, stream: str, count: int, size: int, acks: str = "all") -> dict:
-    producer = Producer({"bootstrap.servers": endpoint, "acks": acks, **THROUGHPUT_PRODUCER})
+def produce(
+    endpoint: str, stream: str, count: int, size: int, acks: str = "all", idempotence: bool = False
+) -> dict:
+    producer = Producer(
+        {
+            "bootstrap.servers": endpoint,
+            "acks": acks,
+            **THROUGHPUT_PRODUCER,
+            "enable.idempotence": idempotence,
+        }
+    )
     partitions = _partitions(producer, stream)
     payload = filler(size + 8)[:size]
     errors = 0
+    # Connected, with metadata and (with idempotence) a producer id, before the clock starts:
+    # librdkafka asks for its producer id half a second after it starts.
+    for part in range(partitions):
+        producer.produce(stream, payload, partition=part)
+    producer.flush(30)
 
     def on_delivery(err: object, _msg: object) -> None:
         nonlocal errors

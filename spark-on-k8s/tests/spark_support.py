@@ -7,8 +7,8 @@ import time
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-# Until the broker has InitProducerId, sinks in tests opt out of idempotence.
-SINK_KAFKA = {"kafka.enable.idempotence": "false"}
+# Options the sink tests pass through to the producer (none: the default, idempotent).
+SINK_KAFKA: dict[str, str] = {}
 
 
 def produce(bootstrap: str, topic: str, records, partition: int | None = None) -> None:

@@ -21,6 +21,7 @@ from samsa.coordinator import (
     AsyncioClock,
     GroupCoordinator,
     GroupCoordinatorConfig,
+    ProducerIdManager,
 )
 from samsa.coordinator.log_store import LogGroupStore, replay
 from samsa.handlers.apis import KafkaApis
@@ -36,6 +37,11 @@ from samsa.metadata import (
     TopicPartition,
 )
 from samsa.metadata.local import ensure_meta_properties, new_cluster_id, read_meta_properties
+from samsa.metadata.producer_ids import (
+    LocalProducerIdBlockStore,
+    ProducerIdBlockStore,
+    ZkProducerIdBlockStore,
+)
 from samsa.metadata.zk_store import ZkMetadataStore
 from samsa.network import Connection, SocketServer
 from samsa.replica import Partition, ReplicaManager
@@ -76,6 +82,7 @@ class KafkaServer:
         self.metrics = BrokerMetrics(lambda: self.log_manager, lambda: self.log_cleaner)
         self.group_coordinator: GroupCoordinator | None = None
         self.cluster: ClusterMembership | None = None
+        self.producer_id_manager: ProducerIdManager | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._stopped = asyncio.Event()
         self._background: set[asyncio.Task[int]] = set()
@@ -168,6 +175,8 @@ class KafkaServer:
             await controller.start()
             self.group_coordinator = await self._start_group_coordinator()
         self.log_cleaner = self._start_log_cleaner()
+        self.producer_id_manager = ProducerIdManager(config.broker_id, self._producer_id_blocks())
+        self.producer_id_manager.start()
         services = BrokerServices(
             config=config,
             broker=broker,
@@ -180,6 +189,7 @@ class KafkaServer:
             on_fetch=self.metrics.on_fetch,
             group_coordinator=self.group_coordinator,
             on_topic_deleted=self._on_topic_deleted,
+            producer_id_manager=self.producer_id_manager,
         )
         late.target = KafkaApis(services, default_apis())
         if self.cluster is not None:
@@ -198,6 +208,7 @@ class KafkaServer:
             await self.http.start()
         self._schedule(config["log.retention.check.interval.ms"], self._retention)
         self._schedule(config["log.flush.offset.checkpoint.interval.ms"], self._checkpoint)
+        self._schedule(config["producer.id.expiration.check.interval.ms"], self._expire_producers)
         flush_interval = config["log.flush.scheduler.interval.ms"]
         if flush_interval < 2**62:
             self._schedule(flush_interval, self._flush)
@@ -244,6 +255,13 @@ class KafkaServer:
                 continue
             self.cache.update_configs(name, dict(meta.configs))
             self.replica_manager.update_log_config(name, self.log_config_for(name))
+
+    def _producer_id_blocks(self) -> ProducerIdBlockStore:
+        """Producer ids must be unique across a cluster's brokers: ZooKeeper hands out the
+        blocks there; standalone, the data directory records them."""
+        if self.cluster is not None:
+            return ZkProducerIdBlockStore(self.cluster.zk)
+        return LocalProducerIdBlockStore(self.data_dir)
 
     def _cluster_group_coordinator(self) -> GroupCoordinator:
         """In a cluster this broker coordinates the groups of the __consumer_offsets partitions
@@ -410,6 +428,14 @@ class KafkaServer:
             log.info("retention deleted %d segments", deleted)
             self.log_manager.checkpoint_log_start_offsets()
 
+    def _expire_producers(self) -> None:
+        assert self.log_manager is not None
+        expired = self.log_manager.remove_expired_producers(
+            self.dynamic_config()["producer.id.expiration.ms"]
+        )
+        if expired:
+            log.info("expired %d idle producer ids (producer.id.expiration.ms)", expired)
+
     def _checkpoint(self) -> None:
         assert self.log_manager is not None
         self.log_manager.checkpoint_recovery_points()
@@ -444,6 +470,8 @@ class KafkaServer:
             await self.socket_server.stop()
         if self.group_coordinator is not None:
             await self.group_coordinator.shutdown()
+        if self.producer_id_manager is not None:
+            await self.producer_id_manager.close()
         if self.replica_manager is not None:
             if self.cluster is not None:
                 self.replica_manager.checkpoint_high_watermarks()

@@ -1,8 +1,8 @@
-"""Consumer groups and committed offsets in __consumer_offsets, producer ids (to come).
+"""Consumer groups and committed offsets in __consumer_offsets, and producer ids.
 
 The API a handler uses is ``GroupCoordinator`` (``coordinator``), its inputs and results
 (``results``), its settings (``config``), the ``GroupStore`` seam (``store``) and the clocks
-(``clock``).
+(``clock``); producer ids come from ``ProducerIdManager`` (``producer_id_manager``).
 """
 
 from samsa.coordinator.clock import AsyncioClock, Clock, ManualClock, TimerHandle
@@ -12,6 +12,7 @@ from samsa.coordinator.group import GroupMetadata, GroupState
 from samsa.coordinator.membership import JoinRequest
 from samsa.coordinator.offsets import OffsetAndMetadata
 from samsa.coordinator.offsets_topic import java_string_hashcode, partition_for
+from samsa.coordinator.producer_id_manager import ProducerIdManager
 from samsa.coordinator.results import (
     GroupOverview,
     GroupSummary,
@@ -55,6 +56,7 @@ __all__ = [
     "OffsetDeleteResult",
     "OffsetFetchPartition",
     "OffsetFetchResult",
+    "ProducerIdManager",
     "SyncResult",
     "TimerHandle",
     "java_string_hashcode",

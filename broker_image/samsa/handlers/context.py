@@ -8,7 +8,7 @@ from typing import Any, Protocol
 
 from samsa.config import KafkaConfig, LogConfig
 from samsa.controller import KafkaController
-from samsa.coordinator import GroupCoordinator
+from samsa.coordinator import GroupCoordinator, ProducerIdManager
 from samsa.metadata import BrokerInfo, MetadataCache, MetadataStore
 from samsa.protocol.messages import RequestHeader
 from samsa.replica import ReplicaManager
@@ -33,6 +33,8 @@ class BrokerServices:
     on_request: Callable[[str, float], None] = field(default=lambda api, seconds: None)
     # Consumer groups; None until the broker has started it.
     group_coordinator: GroupCoordinator | None = None
+    # Producer ids for InitProducerId; None until the broker has started it.
+    producer_id_manager: ProducerIdManager | None = None
     # Bytes and messages sent to fetchers, per topic.
     on_fetch: Callable[[str, int, int], None] = field(default=lambda topic, n, size: None)
     # The dispatch table (API key -> Api), for ApiVersions; set by KafkaApis.

@@ -18,10 +18,22 @@ DIFFERENCES = """\
 - **Fetch sessions (KIP-227) are refused, correctly.** Every Fetch response carries session id
   0, so clients keep sending full fetch requests; an incremental fetch naming a session gets
   FETCH_SESSION_ID_NOT_FOUND. Clients fall back on their own.
-- **No transactions yet.** Produce requests with a transactional id get
-  TRANSACTIONAL_ID_AUTHORIZATION_FAILED; InitProducerId is not advertised, so idempotent
-  producers must be configured off (`enable.idempotence=false`) until the consumer-group issue
-  lands. `isolation.level=read_committed` reads up to the high watermark.
+- **Idempotent producers, as Kafka 2.5+.** `enable.idempotence=true` (the default of current
+  clients) works: InitProducerId hands out producer ids that stay unique across restarts,
+  and each partition keeps every producer's epoch and last five batches, so a retried batch
+  is answered with the offset it got the first time and is not written again. A gap in the
+  sequence numbers gets OUT_OF_ORDER_SEQUENCE_NUMBER, an old epoch INVALID_PRODUCER_EPOCH; a
+  producer the partition does not know may start at any sequence (KIP-360), so
+  UNKNOWN_PRODUCER_ID is never returned. Two differences: an InitProducerId that gives the
+  producer's current id and epoch (v3+) gets the same id at the next epoch, fencing what the
+  producer still has in flight, where Kafka hands an idempotent producer a new id; and the
+  `.snapshot` files keep all five batches of each producer (Kafka's keep the last), so a retry
+  is still recognised after a restart. Idle producers are forgotten after
+  `producer.id.expiration.ms`.
+- **No transactions.** Produce and InitProducerId requests with a transactional id,
+  transactional batches, and FindCoordinator for a transaction coordinator get
+  TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which clients report as fatal.
+  `isolation.level=read_committed` reads up to the high watermark.
 - **Standalone mode.** Without `zookeeper.connect`, one broker keeps its metadata in
   `samsa-metadata.json` in its data directory and leads every partition; `acks=all` acts as
   `acks=1` while a partition has one replica.

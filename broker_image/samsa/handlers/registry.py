@@ -22,6 +22,7 @@ from samsa.handlers import (
     find_coordinator,
     heartbeat,
     incremental_alter_configs,
+    init_producer_id,
     join_group,
     leader_and_isr,
     leave_group,
@@ -73,6 +74,7 @@ MODULES: tuple[ModuleType, ...] = (
     update_metadata,
     controlled_shutdown,
     alter_partition,
+    init_producer_id,
 )
 
 # Kafka's names for the controller APIs kio (built for Kafka 4) no longer knows.

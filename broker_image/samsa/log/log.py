@@ -12,7 +12,7 @@ import bisect
 import logging
 import shutil
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from samsa.config.topic import LogConfig
@@ -25,6 +25,8 @@ from samsa.log.errors import (
 )
 from samsa.log.info import FetchDataInfo, LogAppendInfo
 from samsa.log.loader import load_log
+from samsa.log.producer_state import BatchMetadata
+from samsa.log.producer_state_manager import ProducerStateManager
 from samsa.log.segment import LogSegment
 from samsa.log.swap import segment_run
 from samsa.protocol.records import (
@@ -86,7 +88,8 @@ class Log:
         self._now_ms = now_ms
         self.last_flush_ms = now_ms()
         self._dir_dirty = False
-        # Producer state (idempotence, transactions) will hang off this.
+        # Idempotent producers: checked before leader appends, snapshotted with segments.
+        self.producer_state = ProducerStateManager(dir, f"{self.topic}-{self.partition}")
         self.append_listener: AppendListener | None = None
 
     @classmethod
@@ -122,6 +125,9 @@ class Log:
             now_ms,
         )
         plog._dir_dirty = created
+        plog.producer_state.load(
+            plog.log_start_offset, plog.log_end_offset, plog.recovery_point, plog.batch_headers
+        )
         return plog
 
     # -- properties ------------------------------------------------------------------------
@@ -207,6 +213,10 @@ class Log:
         if config.message_timestamp_type == "LogAppendTime":
             log_append_time = max_ts = self._now_ms()
             offset_of_max = first_offset
+        # Idempotent producers: refuse or recognise a retry before anything is written.
+        pending = self.producer_state.prepare_leader_append(headers, first_offset, log_append_time)
+        if isinstance(pending, BatchMetadata):
+            return self._duplicate_append_info(pending)
         size = len(records)
         segment = self._maybe_roll(size, max_ts, last_offset, first_offset)
 
@@ -238,9 +248,9 @@ class Log:
                 patched.append(read_batch_header(out, pos))
                 offset += h.last_offset_delta + 1
                 pos += h.batch_length + 12
-        # A producer-state check that may reject the append belongs here, before the write.
         segment.append(out, patched)
         self._next_offset = last_offset + 1
+        self.producer_state.complete_append(pending, self._next_offset)
         if leader_epoch >= 0:
             self._maybe_assign_epoch(leader_epoch, first_offset)
         info = LogAppendInfo(
@@ -295,6 +305,7 @@ class Log:
         segment = self._maybe_roll(valid, max_ts, last_offset, first_offset)
         segment.append(view[:valid], headers)
         self._next_offset = last_offset + 1
+        self.producer_state.append_replicated(headers, self._next_offset)
         for h in headers:
             if h.partition_leader_epoch >= 0:
                 self._maybe_assign_epoch(h.partition_leader_epoch, h.base_offset)
@@ -318,6 +329,22 @@ class Log:
         OffsetForLeaderEpoch answers correctly before its first append."""
         self._maybe_assign_epoch(epoch, start_offset)
         self.leader_epoch_cache.flush()
+
+    def _duplicate_append_info(self, duplicate: BatchMetadata) -> LogAppendInfo:
+        """A retried batch: answered with what it got when it was appended (Kafka's way)."""
+        log_append_time = (
+            duplicate.timestamp if self._config.message_timestamp_type == "LogAppendTime" else -1
+        )
+        return LogAppendInfo(
+            duplicate.first_offset,
+            duplicate.last_offset,
+            duplicate.timestamp,
+            duplicate.last_offset,
+            log_append_time,
+            self._log_start_offset,
+            0,
+            0,
+        )
 
     def _maybe_assign_epoch(self, epoch: int, start_offset: int) -> None:
         latest = self.leader_epoch_cache.latest_epoch
@@ -352,6 +379,7 @@ class Log:
         self._segments.append(segment)
         self._bases.append(new_base)
         self._dir_dirty = True
+        self.producer_state.take_snapshot(new_base)
         log.debug("rolled %s-%d at offset %d", self.topic, self.partition, new_base)
         return segment
 
@@ -391,6 +419,19 @@ class Log:
                 return info
             i += 1
         return FetchDataInfo(fetch_offset, b"")
+
+    def batch_headers(self, start: int, end: int | None = None) -> Iterator[BatchHeader]:
+        """Headers of the batches holding offsets in [start, end) (default: to the log end),
+        read from the segments without their records."""
+        stop = self._next_offset if end is None else end
+        first = max(bisect.bisect_right(self._bases, start) - 1, 0)
+        for segment in self._segments[first:]:
+            if segment.base_offset >= stop:
+                return
+            for h in segment.batch_headers(start):
+                if h.base_offset >= stop:
+                    return
+                yield h
 
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record with a timestamp >= `timestamp_ms`."""
@@ -433,6 +474,7 @@ class Log:
         self._log_start_offset = min(self._log_start_offset, offset)
         self.leader_epoch_cache.truncate_from_end(offset)
         self.leader_epoch_cache.flush()
+        self.producer_state.truncate_to(offset, self._log_start_offset, self.batch_headers)
         return True
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
@@ -448,6 +490,7 @@ class Log:
         self._dir_dirty = True
         self.leader_epoch_cache.clear()
         self.leader_epoch_cache.flush()
+        self.producer_state.truncate_fully(offset)
 
     def maybe_increment_log_start_offset(self, offset: int) -> bool:
         """Move the log start offset up (DeleteRecords); segments below it go at the next
@@ -538,6 +581,7 @@ class Log:
                 self._bases[0] - 1,
             )
         self._dir_dirty = True
+        self.producer_state.delete_snapshots_below(self._bases[0])
         if self._bases[0] > self._log_start_offset:
             self._log_start_offset = self._bases[0]
             self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
@@ -574,13 +618,16 @@ class Log:
             fsync_dir(self._dir)
             self._dir_dirty = False
         self.leader_epoch_cache.flush()
+        self.producer_state.flush_snapshots(target)
         self._recovery_point = max(self._recovery_point, target)
         self.last_flush_ms = self._now_ms()
 
     def close(self) -> None:
-        """Write the indexes and the epoch checkpoint and close the files; no fsync of
-        the data (call `flush` first for a clean shutdown)."""
+        """Write the indexes, the epoch checkpoint and a producer state snapshot at the log
+        end, and close the files; no fsync of the data (call `flush` first for a clean
+        shutdown)."""
         self.leader_epoch_cache.flush()
+        self.producer_state.snapshot_if_changed()
         for segment in self._segments:
             segment.close()
 

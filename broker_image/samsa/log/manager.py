@@ -172,6 +172,14 @@ class LogManager:
             deleted += plog.delete_old_segments(hw)
         return deleted
 
+    def remove_expired_producers(self, expiration_ms: int) -> int:
+        """Forget the idempotent producers idle for producer.id.expiration.ms; how many."""
+        now = self._now_ms()
+        return sum(
+            plog.producer_state.remove_expired_producers(now, expiration_ms)
+            for plog in self._logs.values()
+        )
+
     def flush_dirty_logs(self) -> int:
         """Flush logs past flush.messages unflushed records or flush.ms since their last
         flush; returns how many were flushed."""

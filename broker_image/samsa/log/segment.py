@@ -300,6 +300,18 @@ class LogSegment:
             assert view is not None
             yield pos, h, view
 
+    def batch_headers(self, start_offset: int | None = None) -> Iterator[BatchHeader]:
+        """Headers of the batches from the one holding `start_offset` (default: the first)
+        to the end; reads headers only, for state rebuilt from the log."""
+        position = 0
+        if start_offset is not None and start_offset > self.base_offset:
+            found = self.translate_offset(start_offset)
+            if found is None:
+                return
+            position = found[0]
+        for _, h, _ in self._scan(position, self._size, _SCAN_CHUNK):
+            yield h
+
     def find_offset_by_timestamp(self, timestamp: int, start_offset: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record at or after start_offset with a
         timestamp >= `timestamp`; decodes only the one batch that holds it."""
