@@ -113,9 +113,11 @@ class ClusterMembership:
         return response
 
     async def register(self) -> None:
+        # Taken before the znode exists: the controller may answer it before the call returns.
+        started = time.monotonic()
         self.broker_epoch = await self.zk.register_broker(self.broker)
         self.registered = True
-        self.registered_at = time.monotonic()
+        self.registered_at = started
         log.info("broker %d registered (broker epoch %d)", self.broker.id, self.broker_epoch)
 
     async def start_controller(self) -> KafkaController:

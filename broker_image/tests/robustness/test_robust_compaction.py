@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
-from robustness_support import (
+from kafka_support import (
     BrokerProcess,
     Consumed,
     Delivered,

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from kio.index import load_request_schema
-from robustness_support import (
+from kafka_support import (
     BrokerProcess,
     Wire,
     api_versions_v3,

@@ -29,7 +29,8 @@ def history(plog: Log, clock: Clock) -> None:
         value = None if i % 13 == 5 else b"value-%d-" % i + b"x" * (i % 17)
         kw: dict[str, Any] = {}
         if i % 7 == 0:
-            kw = {"producer_id": 3, "producer_epoch": 0, "base_sequence": i}
+            # Two records a batch: the sequence goes up by two (a valid idempotent producer).
+            kw = {"producer_id": 3, "producer_epoch": 0, "base_sequence": 2 * (i // 7)}
         records = [(key, value, []), (b"k%d" % ((i + 5) % 11), b"v%d" % i, [])]
         codec = COMPRESSION_LZ4 if i % 4 == 0 else COMPRESSION_NONE
         plog.append_as_leader(
