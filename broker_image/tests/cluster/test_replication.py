@@ -9,7 +9,6 @@ import pytest
 from cluster_support import (
     LoadProducer,
     check_exactly_once,
-    check_no_loss,
     consume_all,
     create_topic,
     isr,

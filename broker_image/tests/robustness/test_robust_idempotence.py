@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kio.index import load_request_schema
 from kafka_support import (
     BrokerProcess,
     Wire,
@@ -26,6 +25,7 @@ from kafka_support import (
     unique,
     wait_until,
 )
+from kio.index import load_request_schema
 
 from samsa.protocol.records import build_batch
 from samsa.testing import DropProduceResponses, InProcessBroker, KafkaProxy, free_port
