@@ -40,7 +40,10 @@ def test_a_leader_that_wrote_past_the_high_watermark_is_truncated_when_it_return
     # Slow failure detection, so the followers stay in the ISR (and in ZooKeeper) while frozen,
     # however slow a busy machine makes the steps below.
     cluster: LocalCluster = start_cluster(  # type: ignore[operator]
-        3, replica_lag_time_max_ms=60000, zookeeper_session_timeout_ms=40000
+        3,
+        replica_lag_time_max_ms=60000,
+        zookeeper_session_timeout_ms=15000,
+        replica_fetch_wait_max_ms=500,
     )
     create_topic(cluster, "diverge", partitions=1, rf=3, **{"min.insync.replicas": "1"})
     committed = LoadProducer(cluster, "diverge", idempotent=False)
@@ -54,6 +57,10 @@ def test_a_leader_that_wrote_past_the_high_watermark_is_truncated_when_it_return
     for b in followers:
         cluster.signal_broker(b, signal.SIGSTOP)
     try:
+        # The frozen followers' last fetches are parked at the leader; once their wait
+        # (replica.fetch.wait.max.ms) has run out they are answered empty, and no fetch is left
+        # to carry what follows to a follower.
+        time.sleep(1.5)
         # acks=1: the leader appends these alone; they never reach the high watermark.
         p = Producer(
             {"bootstrap.servers": cluster.broker(old).bootstrap, "acks": 1, "linger.ms": 0}
@@ -65,7 +72,8 @@ def test_a_leader_that_wrote_past_the_high_watermark_is_truncated_when_it_return
     finally:
         for b in followers:
             cluster.signal_broker(b, signal.SIGCONT)
-    new = wait_until(lambda: (lead := leader(cluster, "diverge", 0)) in followers and lead, 120)
+    wait_until(lambda: leader(cluster, "diverge", 0) in followers, 120, what="a new leader")
+    new = leader(cluster, "diverge", 0)
     after = LoadProducer(cluster, "diverge", idempotent=False)
     for i in range(100):
         after.producer.produce("diverge", value=b"n%05d" % i, on_delivery=after.oracle.on_delivery)
@@ -77,6 +85,8 @@ def test_a_leader_that_wrote_past_the_high_watermark_is_truncated_when_it_return
     check_no_loss(oracle, got)
     check_no_loss(after_oracle, got)
     assert not [v for _, v in got[0] if v.startswith(b"x")], "the diverged tail survived"
+    log_text = (cluster.data_dir / f"broker-{old}.log").read_text()
+    assert "truncating diverge-0" in log_text, "the old leader never truncated"
     # Every replica ends byte for byte the same.
     wait_until(
         lambda: (
