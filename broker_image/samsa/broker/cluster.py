@@ -35,12 +35,16 @@ log = logging.getLogger(__name__)
 
 
 class ClusterMembership:
-    def __init__(self, config: KafkaConfig, broker: BrokerInfo) -> None:
+    def __init__(self, config: KafkaConfig, broker: BrokerInfo, inter_broker: str) -> None:
         self.config = config
         self.broker = broker
+        self.inter_broker = inter_broker
         timeout = config["zookeeper.connection.timeout.ms"]
         self.zk = KafkaZkClient(
-            config["zookeeper.connect"], config["zookeeper.session.timeout.ms"], timeout
+            config["zookeeper.connect"],
+            config["zookeeper.session.timeout.ms"],
+            timeout,
+            inter_broker_listener=inter_broker,
         )
         self.broker_epoch = -1
         self.registered = False
@@ -60,7 +64,7 @@ class ClusterMembership:
 
     def address_of(self, broker_id: int) -> tuple[str, int] | None:
         assert self.cache is not None and self.replica_manager is not None
-        broker = self.cache.broker(broker_id)
+        broker = self.cache.broker(broker_id, self.inter_broker)
         if broker is not None:
             return broker.host, broker.port
         return self.replica_manager.known_brokers.get(broker_id)

@@ -12,6 +12,7 @@ from typing import Any
 
 from samsa.broker.cluster import ClusterMembership
 from samsa.broker.http import HttpSidePort
+from samsa.broker.listeners import listener_plan
 from samsa.broker.metrics import BrokerMetrics
 from samsa.broker.properties import parse_listener
 from samsa.config import KafkaConfig, LogConfig
@@ -70,9 +71,11 @@ class KafkaServer:
     def __init__(self, config: KafkaConfig, data_dir: Path) -> None:
         self.config = config
         self.data_dir = data_dir
-        _, self.host, port = parse_listener(config["listeners"].split(",")[0])
-        self.requested_port = port
-        self.socket_server: SocketServer | None = None
+        # Checked here, so a bad listener setting stops start-up with a message naming it.
+        self.listeners = listener_plan(config)
+        first = self.listeners.bind[0]
+        self.host = first.host
+        self.socket_servers: dict[str, SocketServer] = {}
         self.http: HttpSidePort | None = None
         self.log_manager: LogManager | None = None
         self.replica_manager: ReplicaManager | None = None
@@ -88,6 +91,11 @@ class KafkaServer:
         self._background: set[asyncio.Task[int]] = set()
         self._started = False
         self._stopping = False
+
+    @property
+    def socket_server(self) -> SocketServer | None:
+        """The first listener's socket server (the one a standalone broker usually has)."""
+        return self.socket_servers.get(self.listeners.bind[0].listener)
 
     @property
     def port(self) -> int:
@@ -126,22 +134,22 @@ class KafkaServer:
         config = self.config
         self.data_dir.mkdir(parents=True, exist_ok=True)
         late = _LateHandler()
-        self.socket_server = SocketServer(
-            late,
-            self.host,
-            self.requested_port,
-            max_request_size=config["socket.request.max.bytes"],
-            on_connection_change=self.metrics.connections.inc,
-        )
-        await self.socket_server.start()
-        advertised_host, advertised_port = self.host, self.socket_server.port
-        if config["advertised.listeners"]:
-            _, advertised_host, port = parse_listener(config["advertised.listeners"].split(",")[0])
-            advertised_port = port or advertised_port
-        if advertised_host in ("0.0.0.0", "::"):
-            advertised_host = "127.0.0.1"
+        endpoints = []
+        for bind in self.listeners.bind:
+            server = SocketServer(
+                late,
+                bind.host,
+                bind.port,
+                max_request_size=config["socket.request.max.bytes"],
+                name=bind.listener,
+                on_connection_change=self.metrics.connections.inc,
+            )
+            await server.start()
+            self.socket_servers[bind.listener] = server
+            endpoints.append(self.listeners.advertised_for(bind.listener, server.port))
+        inter = next(e for e in endpoints if e.listener == self.listeners.inter_broker)
         broker = BrokerInfo(
-            config.broker_id, advertised_host, advertised_port, config["broker.rack"]
+            config.broker_id, inter.host, inter.port, config["broker.rack"], tuple(endpoints)
         )
         if self.clustered:
             cluster_id = await self._join_cluster(broker)
@@ -189,6 +197,7 @@ class KafkaServer:
             on_fetch=self.metrics.on_fetch,
             group_coordinator=self.group_coordinator,
             on_topic_deleted=self._on_topic_deleted,
+            inter_broker_listener=self.listeners.inter_broker,
             producer_id_manager=self.producer_id_manager,
         )
         late.target = KafkaApis(services, default_apis())
@@ -228,7 +237,7 @@ class KafkaServer:
     async def _join_cluster(self, broker: BrokerInfo) -> str:
         """Connect to ZooKeeper (retrying until it answers), agree on the cluster id with it
         and with meta.properties, and open the ZooKeeper metadata store."""
-        self.cluster = ClusterMembership(self.config, broker)
+        self.cluster = ClusterMembership(self.config, broker, self.listeners.inter_broker)
         await self.cluster.connect()
         recorded = read_meta_properties(self.data_dir).get("cluster.id")
         proposed = recorded or self.config["cluster.id"] or new_cluster_id()
@@ -466,8 +475,8 @@ class KafkaServer:
         if self.cluster is not None:
             # Leaving ZooKeeper deregisters this broker: the controller moves what is left.
             await self.cluster.close()
-        if self.socket_server is not None:
-            await self.socket_server.stop()
+        for server in self.socket_servers.values():
+            await server.stop()
         if self.group_coordinator is not None:
             await self.group_coordinator.shutdown()
         if self.producer_id_manager is not None:

@@ -16,6 +16,8 @@ BROKER_CONFIG = ConfigDef(
         ConfigKey("log.dir", "string", None, nullable=True),
         ConfigKey("listeners", "string", "PLAINTEXT://127.0.0.1:9092"),
         ConfigKey("advertised.listeners", "string", None, nullable=True),
+        ConfigKey("listener.security.protocol.map", "string", None, nullable=True),
+        ConfigKey("inter.broker.listener.name", "string", None, nullable=True),
         ConfigKey(
             "http.listener",
             "string",

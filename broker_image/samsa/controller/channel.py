@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from samsa.client import ConnectionPool
-from samsa.metadata.model import BrokerInfo, PartitionState, TopicPartition
+from samsa.metadata.model import BrokerInfo, Endpoint, PartitionState, TopicPartition
 from samsa.metadata.zk_client import LEADER_DURING_DELETE
 from samsa.protocol import controller_apis as apis
 from samsa.protocol.errors import ErrorCode
@@ -255,10 +255,11 @@ def _update_metadata(
         live_brokers=tuple(
             apis.UpdateMetadataBroker(
                 id=b.id,
-                endpoints=(
+                endpoints=tuple(
                     apis.UpdateMetadataEndpoint(
-                        port=b.port, host=b.host, listener="PLAINTEXT", security_protocol=0
-                    ),
+                        port=e.port, host=e.host, listener=e.listener, security_protocol=0
+                    )
+                    for e in b.endpoints or (Endpoint("PLAINTEXT", b.host, b.port),)
                 ),
                 rack=b.rack,
             )

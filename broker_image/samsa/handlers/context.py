@@ -16,6 +16,8 @@ from samsa.replica import ReplicaManager
 
 class ClientConnection(Protocol):
     peer: str
+    # The listener the connection came in on: clients are told that listener's addresses.
+    listener: str
 
 
 @dataclass
@@ -41,6 +43,8 @@ class BrokerServices:
     api_table: dict[int, Any] = field(default_factory=dict)
     # Cluster mode: this broker's controller (active or not); None standalone.
     controller: KafkaController | None = None
+    # The listener brokers use among themselves (inter.broker.listener.name).
+    inter_broker_listener: str = "PLAINTEXT"
     # A topic's deletion reached this broker: (name, partitions).
     on_topic_deleted: Callable[[str, list[int]], None] = field(
         default=lambda name, partitions: None

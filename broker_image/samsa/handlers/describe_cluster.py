@@ -36,7 +36,7 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> dict[
         "controller_id": cache.controller_id,
         "brokers": [
             {"broker_id": b.id, "host": b.host, "port": b.port, "rack": b.rack, "is_fenced": False}
-            for b in cache.brokers()
+            for b in cache.brokers(ctx.conn.listener)
         ],
         "cluster_authorized_operations": NO_AUTHORIZED_OPERATIONS,
     }

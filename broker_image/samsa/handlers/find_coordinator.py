@@ -18,7 +18,9 @@ TRANSACTION_KEY_TYPE = 1
 FIRST_BATCHED = 4
 
 
-async def _lookup(services: BrokerServices, key: str, key_type: int) -> dict[str, Any]:
+async def _lookup(
+    services: BrokerServices, key: str, key_type: int, listener: str
+) -> dict[str, Any]:
     entry: dict[str, Any] = {
         "key": key,
         "node_id": -1,
@@ -48,7 +50,7 @@ async def _lookup(services: BrokerServices, key: str, key_type: int) -> dict[str
             return entry
     partition = group_coordinator.partition_for(key)
     state = services.cache.partition_state(GROUP_METADATA_TOPIC_NAME, partition)
-    broker = services.cache.broker(state.leader) if state is not None else None
+    broker = services.cache.broker(state.leader, listener) if state is not None else None
     if broker is None:
         entry["error_code"] = ErrorCode.coordinator_not_available
         entry["error_message"] = f"{GROUP_METADATA_TOPIC_NAME}-{partition} has no leader"
@@ -63,8 +65,9 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
         return {
             "throttle_time": 0,
             "coordinators": [
-                await _lookup(services, k, key_type) for k in request.coordinator_keys
+                await _lookup(services, k, key_type, ctx.conn.listener)
+                for k in request.coordinator_keys
             ],
         }
-    entry = await _lookup(services, request.key, key_type)
+    entry = await _lookup(services, request.key, key_type, ctx.conn.listener)
     return {"throttle_time": 0, **entry}

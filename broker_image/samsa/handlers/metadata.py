@@ -16,9 +16,12 @@ NO_AUTHORIZED_OPERATIONS = -(2**31)
 ZERO_UUID = uuid.UUID(int=0)
 
 
-def _partitions(services: BrokerServices, topic: TopicMetadata) -> list[dict[str, Any]]:
+def _partitions(
+    services: BrokerServices, topic: TopicMetadata, listener: str
+) -> list[dict[str, Any]]:
     states = services.cache.partition_states(topic.name)
-    live = {b.id for b in services.cache.brokers()}
+    # A leader without the client's listener is one the client cannot reach.
+    live = {b.id for b in services.cache.brokers(listener)}
     out = []
     for p in sorted(topic.assignment):
         replicas = topic.assignment[p]
@@ -39,13 +42,13 @@ def _partitions(services: BrokerServices, topic: TopicMetadata) -> list[dict[str
     return out
 
 
-def _topic_entry(services: BrokerServices, topic: TopicMetadata) -> dict[str, Any]:
+def _topic_entry(services: BrokerServices, topic: TopicMetadata, listener: str) -> dict[str, Any]:
     return {
         "error_code": ErrorCode.none,
         "name": topic.name,
         "topic_id": topic.topic_id,
         "is_internal": topic.internal,
-        "partitions": _partitions(services, topic),
+        "partitions": _partitions(services, topic, listener),
         "topic_authorized_operations": NO_AUTHORIZED_OPERATIONS,
     }
 
@@ -61,13 +64,15 @@ def _error_entry(name: str | None, topic_id: uuid.UUID | None, code: ErrorCode) 
     }
 
 
-def _response(services: BrokerServices, topics: list[dict[str, Any]]) -> dict[str, Any]:
+def _response(
+    services: BrokerServices, topics: list[dict[str, Any]], listener: str
+) -> dict[str, Any]:
     cache = services.cache
     return {
         "throttle_time": 0,
         "brokers": [
             {"node_id": b.id, "host": b.host, "port": b.port, "rack": b.rack}
-            for b in cache.brokers()
+            for b in cache.brokers(listener)
         ],
         "cluster_id": cache.cluster_id,
         "controller_id": cache.controller_id,
@@ -79,10 +84,11 @@ def _response(services: BrokerServices, topics: list[dict[str, Any]]) -> dict[st
 
 def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     cache = services.cache
+    listener = ctx.conn.listener
     requested = request.topics
     if requested is None or (ctx.version == 0 and not requested):
-        topics = [_topic_entry(services, t) for t in cache.topics()]
-        return _response(services, topics)
+        topics = [_topic_entry(services, t, listener) for t in cache.topics()]
+        return _response(services, topics, listener)
     allow_auto = getattr(request, "allow_auto_topic_creation", True)
     auto = allow_auto and services.dynamic_config()["auto.create.topics.enable"]
     entries: list[dict[str, Any] | None] = []
@@ -97,7 +103,7 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
                 continue
         topic = cache.topic(name) if name else None
         if topic is not None:
-            entries.append(_topic_entry(services, topic))
+            entries.append(_topic_entry(services, topic, listener))
             continue
         if name and validate_topic_name(name) is not None:
             entries.append(_error_entry(name, None, ErrorCode.invalid_topic_exception))
@@ -107,14 +113,15 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
         else:
             entries.append(_error_entry(name, None, ErrorCode.unknown_topic_or_partition))
     if not to_create:
-        return _response(services, [e for e in entries if e is not None])
-    return _auto_create(services, entries, to_create)
+        return _response(services, [e for e in entries if e is not None], listener)
+    return _auto_create(services, entries, to_create, listener)
 
 
 async def _auto_create(
     services: BrokerServices,
     entries: list[dict[str, Any] | None],
     to_create: list[tuple[int, str]],
+    listener: str,
 ) -> dict[str, Any]:
     for index, name in to_create:
         try:
@@ -127,5 +134,5 @@ async def _auto_create(
         if topic is None:
             entries[index] = _error_entry(name, None, ErrorCode.leader_not_available)
         else:
-            entries[index] = _topic_entry(services, topic)
-    return _response(services, [e for e in entries if e is not None])
+            entries[index] = _topic_entry(services, topic, listener)
+    return _response(services, [e for e in entries if e is not None], listener)

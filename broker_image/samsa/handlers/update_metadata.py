@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from samsa.handlers.context import BrokerServices, RequestContext
-from samsa.metadata import BrokerInfo, PartitionState
+from samsa.metadata import BrokerInfo, Endpoint, PartitionState
 from samsa.metadata.names import is_internal
 from samsa.metadata.zk_client import LEADER_DURING_DELETE
 from samsa.protocol import controller_apis as apis
@@ -19,11 +19,14 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     if not services.replica_manager.check_controller_epoch(request.controller_epoch):
         return apis.UpdateMetadataResponse(error_code=ErrorCode.stale_controller_epoch)
     cache = services.cache
+    inter = services.inter_broker_listener
     brokers = []
     for b in request.live_brokers:
-        endpoint = b.endpoints[0] if b.endpoints else None
-        if endpoint is not None:
-            brokers.append(BrokerInfo(b.id, endpoint.host, endpoint.port, b.rack))
+        endpoints = tuple(Endpoint(e.listener, e.host, e.port) for e in b.endpoints)
+        chosen = next((e for e in endpoints if e.listener == inter), None)
+        chosen = chosen or (endpoints[0] if endpoints else None)
+        if chosen is not None:
+            brokers.append(BrokerInfo(b.id, chosen.host, chosen.port, b.rack, endpoints))
     cache.update_brokers(brokers, request.controller_id)
     known = services.store.topics()
     for topic in request.topic_states:

@@ -4,6 +4,7 @@ from samsa.metadata.cache import MetadataCache
 from samsa.metadata.local import LocalMetadataStore
 from samsa.metadata.model import (
     BrokerInfo,
+    Endpoint,
     MetadataError,
     PartitionState,
     TopicMetadata,
@@ -14,6 +15,7 @@ from samsa.metadata.store import MetadataListener, MetadataStore
 
 __all__ = [
     "BrokerInfo",
+    "Endpoint",
     "LocalMetadataStore",
     "MetadataCache",
     "MetadataError",

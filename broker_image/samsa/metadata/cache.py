@@ -71,11 +71,18 @@ class MetadataCache:
             self._ids.pop(topic.topic_id, None)
         self._states.pop(name, None)
 
-    def brokers(self) -> list[BrokerInfo]:
-        return sorted(self._brokers.values(), key=lambda b: b.id)
+    def brokers(self, listener: str | None = None) -> list[BrokerInfo]:
+        """Live brokers; through ``listener``, only those that have it, at its addresses."""
+        out = []
+        for b in sorted(self._brokers.values(), key=lambda b: b.id):
+            seen = b.for_listener(listener)
+            if seen is not None:
+                out.append(seen)
+        return out
 
-    def broker(self, broker_id: int) -> BrokerInfo | None:
-        return self._brokers.get(broker_id)
+    def broker(self, broker_id: int, listener: str | None = None) -> BrokerInfo | None:
+        b = self._brokers.get(broker_id)
+        return b.for_listener(listener) if b is not None else None
 
     def topic(self, name: str) -> TopicMetadata | None:
         return self._topics.get(name)

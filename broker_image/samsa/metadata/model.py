@@ -25,11 +25,33 @@ class MetadataError(Exception):
 
 
 @dataclass(frozen=True)
+class Endpoint:
+    """One listener of a broker: its name and the address clients use for it."""
+
+    listener: str
+    host: str
+    port: int
+
+
+@dataclass(frozen=True)
 class BrokerInfo:
+    """A broker; ``host`` and ``port`` are its inter-broker listener's, and ``endpoints``
+    every listener it has (empty: that one only)."""
+
     id: int
     host: str
     port: int
     rack: str | None = None
+    endpoints: tuple[Endpoint, ...] = ()
+
+    def for_listener(self, name: str | None) -> BrokerInfo | None:
+        """This broker as seen through one listener; None if it has no such listener."""
+        if name is None or not self.endpoints:
+            return self
+        for e in self.endpoints:
+            if e.listener == name:
+                return BrokerInfo(self.id, e.host, e.port, self.rack, self.endpoints)
+        return None
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from kazoo.protocol.states import ZnodeStat
 
-from samsa.metadata.model import BrokerInfo
+from samsa.metadata.model import BrokerInfo, Endpoint
 
 log = logging.getLogger(__name__)
 
@@ -144,11 +144,11 @@ class LeaderIsrAndEpoch:
 
 
 def broker_json(info: BrokerInfo) -> bytes:
-    endpoint = f"PLAINTEXT://{info.host}:{info.port}"
+    endpoints = info.endpoints or (Endpoint("PLAINTEXT", info.host, info.port),)
     value: dict[str, Any] = {
         "features": {},
-        "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"},
-        "endpoints": [endpoint],
+        "listener_security_protocol_map": {e.listener: "PLAINTEXT" for e in endpoints},
+        "endpoints": [f"{e.listener}://{e.host}:{e.port}" for e in endpoints],
         "jmx_port": -1,
         "port": info.port,
         "host": info.host,
@@ -160,15 +160,20 @@ def broker_json(info: BrokerInfo) -> bytes:
     return _dump(value)
 
 
-def parse_broker(broker_id: int, data: bytes) -> BrokerInfo:
+def parse_broker(broker_id: int, data: bytes, inter_broker: str | None = None) -> BrokerInfo:
+    """A registration; host and port are those of the ``inter_broker`` listener (else the
+    first one)."""
     d = json.loads(data)
-    host, port = d.get("host"), d.get("port", -1)
-    for endpoint in d.get("endpoints", []):
-        _, _, address = endpoint.partition("://")
+    endpoints = []
+    for text in d.get("endpoints", []):
+        name, _, address = text.partition("://")
         h, _, p = address.rpartition(":")
-        host, port = h.strip("[]"), int(p)
-        break
-    return BrokerInfo(broker_id, host, int(port), d.get("rack"))
+        endpoints.append(Endpoint(name, h.strip("[]"), int(p)))
+    chosen = next((e for e in endpoints if e.listener == inter_broker), None)
+    chosen = chosen or (endpoints[0] if endpoints else None)
+    if chosen is None:
+        return BrokerInfo(broker_id, d.get("host"), int(d.get("port", -1)), d.get("rack"))
+    return BrokerInfo(broker_id, chosen.host, chosen.port, d.get("rack"), tuple(endpoints))
 
 
 def topic_json(
@@ -225,8 +230,10 @@ class KafkaZkClient:
         connect: str,
         session_timeout_ms: int = 18_000,
         connection_timeout_ms: int | None = None,
+        inter_broker_listener: str | None = None,
     ) -> None:
         chroot_at = connect.find("/")
+        self.inter_broker_listener = inter_broker_listener
         self.connect = connect
         self.session_timeout_ms = session_timeout_ms
         self.connection_timeout_ms = connection_timeout_ms or session_timeout_ms
@@ -426,7 +433,9 @@ class KafkaZkClient:
             if found is None:
                 continue
             data, stat = found
-            out[int(child)] = RegisteredBroker(parse_broker(int(child), data), int(stat.czxid))
+            out[int(child)] = RegisteredBroker(
+                parse_broker(int(child), data, self.inter_broker_listener), int(stat.czxid)
+            )
         return out
 
     # ---------------------------------------------------------------- controller
