@@ -25,7 +25,7 @@ from samsa.metadata import BrokerInfo, MetadataCache
 from samsa.metadata.zk_client import KafkaZkClient
 from samsa.protocol import controller_apis as apis
 from samsa.protocol.errors import ErrorCode
-from samsa.replica import ReplicaManager
+from samsa.replica import Partition, ReplicaManager
 from samsa.replica.alter_partition import API_KEY as ALTER_PARTITION
 from samsa.replica.alter_partition import VERSION as ALTER_PARTITION_VERSION
 from samsa.replica.alter_partition import AlterPartitionManager
@@ -98,7 +98,13 @@ class ClusterMembership:
         self.alter_partition = AlterPartitionManager(
             self.broker.id, lambda: self.broker_epoch, self._send_to_controller
         )
-        replica_manager.alter_isr = self.alter_partition.submit
+        submit = self.alter_partition.submit
+
+        def alter_isr(partition: Partition, isr: tuple[int, ...]) -> None:
+            replica_manager.on_isr_change(shrink=len(isr) < len(partition.isr))
+            submit(partition, isr)
+
+        replica_manager.alter_isr = alter_isr
 
     async def _send_to_controller(self, request: Any) -> Any:
         assert self.cache is not None and self.pool is not None

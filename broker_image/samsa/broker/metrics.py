@@ -9,8 +9,10 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from samsa.controller import KafkaController
 from samsa.log import LogManager
 from samsa.log.cleaner import LogCleaner
+from samsa.replica import ReplicaManager
 
 LATENCY_BUCKETS = (
     0.0001,
@@ -137,11 +139,80 @@ class _CleanerCollector(Collector):
         return out
 
 
+class _ReplicaCollector(Collector):
+    """Replication health as Kafka reports it (ReplicaManager and KafkaController metrics):
+    what an operator alerts on."""
+
+    def __init__(
+        self,
+        replica_manager: Callable[[], ReplicaManager | None],
+        controller: Callable[[], KafkaController | None],
+    ) -> None:
+        self._replica_manager = replica_manager
+        self._controller = controller
+        self.isr_shrinks = 0
+        self.isr_expands = 0
+
+    def collect(self) -> Iterable[GaugeMetricFamily | CounterMetricFamily]:
+        manager = self._replica_manager()
+        if manager is None:
+            return []
+        partitions = list(manager.partitions.values())
+        leaders = [p for p in partitions if p.is_leader]
+        under = [p for p in leaders if len(p.isr) < len(p.replicas)]
+        under_min = [p for p in leaders if len(p.isr) < p.log.config.min_insync_replicas]
+        prefix = "kafka_server_replicamanager"
+        out: list[GaugeMetricFamily | CounterMetricFamily] = [
+            GaugeMetricFamily(
+                f"{prefix}_partitioncount", "Partitions hosted here", len(partitions)
+            ),
+            GaugeMetricFamily(f"{prefix}_leadercount", "Partitions led here", len(leaders)),
+            GaugeMetricFamily(
+                f"{prefix}_underreplicatedpartitions",
+                "Partitions led here whose ISR is smaller than their replicas",
+                len(under),
+            ),
+            GaugeMetricFamily(
+                f"{prefix}_underminisrpartitioncount",
+                "Partitions led here whose ISR is below min.insync.replicas",
+                len(under_min),
+            ),
+            CounterMetricFamily(
+                f"{prefix}_isrshrinks", "ISR shrinks proposed here", self.isr_shrinks
+            ),
+            CounterMetricFamily(
+                f"{prefix}_isrexpands", "ISR expansions proposed here", self.isr_expands
+            ),
+        ]
+        controller = self._controller()
+        active = controller is not None and controller.active
+        prefix = "kafka_controller_kafkacontroller"
+        out.append(
+            GaugeMetricFamily(
+                f"{prefix}_activecontrollercount", "1 on the active controller", int(active)
+            )
+        )
+        if active and controller is not None:
+            ctx = controller.ctx
+            offline = sum(1 for s in ctx.states.values() if s.leader not in ctx.live_brokers)
+            out.append(
+                GaugeMetricFamily(
+                    f"{prefix}_offlinepartitionscount", "Partitions without a live leader", offline
+                )
+            )
+            out.append(
+                GaugeMetricFamily(f"{prefix}_controllerepoch", "Controller epoch", ctx.epoch)
+            )
+        return out
+
+
 class BrokerMetrics:
     def __init__(
         self,
         log_manager: Callable[[], LogManager | None],
         log_cleaner: Callable[[], LogCleaner | None] = lambda: None,
+        replica_manager: Callable[[], ReplicaManager | None] = lambda: None,
+        controller: Callable[[], KafkaController | None] = lambda: None,
     ) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
@@ -183,11 +254,19 @@ class BrokerMetrics:
         )
         r.register(_LogCollector(log_manager))
         r.register(_CleanerCollector(log_cleaner))
+        self.replication = _ReplicaCollector(replica_manager, controller)
+        r.register(self.replication)
 
         # labels() costs a lock and a dict build per call: keep the children, they're hot.
         self._per_api: dict[str, tuple[Any, Any]] = {}
         self._per_topic_in: dict[str, tuple[Any, Any]] = {}
         self._per_topic_out: dict[str, tuple[Any, Any]] = {}
+
+    def on_isr_change(self, shrink: bool) -> None:
+        if shrink:
+            self.replication.isr_shrinks += 1
+        else:
+            self.replication.isr_expands += 1
 
     def on_request(self, api: str, seconds: float) -> None:
         pair = self._per_api.get(api)

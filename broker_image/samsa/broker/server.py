@@ -82,7 +82,12 @@ class KafkaServer:
         self.store: MetadataStore | None = None
         self.cache: MetadataCache | None = None
         self.log_cleaner: LogCleaner | None = None
-        self.metrics = BrokerMetrics(lambda: self.log_manager, lambda: self.log_cleaner)
+        self.metrics = BrokerMetrics(
+            lambda: self.log_manager,
+            lambda: self.log_cleaner,
+            lambda: self.replica_manager,
+            lambda: self.cluster.controller if self.cluster is not None else None,
+        )
         self.group_coordinator: GroupCoordinator | None = None
         self.cluster: ClusterMembership | None = None
         self.producer_id_manager: ProducerIdManager | None = None
@@ -168,6 +173,7 @@ class KafkaServer:
             config.broker_id, self.log_manager, self.log_config_for
         )
         self.replica_manager.on_append = self._on_append
+        self.replica_manager.on_isr_change = self.metrics.on_isr_change
         if self.cluster is not None:
             self.cluster.attach(self.cache, self.replica_manager, self.dynamic_config)
             self.store.add_listener(self._on_cluster_metadata_change)

@@ -34,9 +34,20 @@ DIFFERENCES = """\
   transactional batches, and FindCoordinator for a transaction coordinator get
   TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which clients report as fatal.
   `isolation.level=read_committed` reads up to the high watermark.
+- **Produce v0-v2 are advertised but refused.** librdkafka before 2.11.1 turns compression
+  off for a broker whose Produce range does not start at 0, so the range starts there; such
+  requests (message format v0/v1) get UNSUPPORTED_VERSION for every partition.
+- **ZooKeeper mode, with Kafka 3.x's controller-to-broker APIs.** A cluster uses ZooKeeper and
+  a controller as Kafka did before KRaft. LeaderAndIsr (v6), StopReplica (v3), UpdateMetadata
+  (v7) and ControlledShutdown (v3) are spoken in one flexible version each, laid out as Kafka
+  3.x lays them out; leaders propose ISR changes with AlterPartition (v2), so a broker never
+  writes partition state itself. Every controller write to ZooKeeper is a transaction that
+  checks `/controller_epoch`. OffsetCommit and OffsetFetch stop at v9 (v10 names topics by id).
 - **Standalone mode.** Without `zookeeper.connect`, one broker keeps its metadata in
   `samsa-metadata.json` in its data directory and leads every partition; `acks=all` acts as
   `acks=1` while a partition has one replica.
+- **Log directories.** One data directory per broker; `log.dirs` with several is not offered,
+  so DescribeLogDirs and AlterReplicaLogDirs are not either.
 - **No authentication or ACLs.** SASL and TLS are not offered; authorized-operations fields
   are answered with "not provided" (-2147483648).
 - **A group whose metadata cannot be stored is not formed.** A JoinGroup that would make the

@@ -108,6 +108,8 @@ class ReplicaManager:
         self.alter_isr: AlterIsr | None = None
         # Metrics hooks; the broker wires prometheus counters in.
         self.on_append: Callable[[TopicPartition, int, int], None] = lambda tp, n, b: None
+        # Metrics hook: an ISR shrink (True) or expansion (False) was proposed.
+        self.on_isr_change: Callable[..., None] = lambda shrink: None
         # Leadership hooks (the group coordinator follows __consumer_offsets leadership).
         self.on_leader: Callable[[Partition], None] = lambda p: None
         self.on_follower: Callable[[Partition], None] = lambda p: None

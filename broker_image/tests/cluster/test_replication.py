@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import signal
 import time
+import urllib.request
 
 import pytest
 from cluster_support import (
@@ -18,6 +19,17 @@ from cluster_support import (
 from confluent_kafka import KafkaError, Producer
 
 from samsa.local.cluster import LocalCluster
+
+
+def metrics(cluster: LocalCluster, broker_id: int) -> dict[str, float]:
+    port = cluster.broker(broker_id).http_port
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    return {
+        line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line and not line.startswith("#")
+    }
 
 
 def test_records_reach_every_replica_and_survive_the_loss_of_two(cluster: LocalCluster) -> None:
@@ -83,10 +95,22 @@ def test_a_paused_follower_leaves_the_isr_and_rejoins_after(cluster: LocalCluste
         started = time.monotonic()
         wait_until(lambda: follower not in isr(cluster, "paused", 0), 30, what="ISR shrink")
         shrunk_after = time.monotonic() - started
+        # What an operator alerts on, on the leader's /metrics.
+        seen = metrics(cluster, the_leader)
+        assert seen["kafka_server_replicamanager_underreplicatedpartitions"] >= 1
         before = load.oracle.count()
         wait_until(lambda: load.oracle.count() > before + 500, 30, what="produce to continue")
         cluster.signal_broker(follower, signal.SIGCONT)
         wait_until(lambda: isr(cluster, "paused", 0) == [0, 1, 2], 60, what="ISR expansion")
+        wait_until(
+            lambda: (
+                metrics(cluster, the_leader)[
+                    "kafka_server_replicamanager_underreplicatedpartitions"
+                ]
+                == 0
+            ),
+            30,
+        )
     finally:
         cluster.signal_broker(follower, signal.SIGCONT)
         oracle = load.stop()
