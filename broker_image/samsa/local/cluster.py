@@ -310,9 +310,12 @@ class LocalCluster:
 
 
 def _port_free(port: int) -> bool:
+    """Whether a broker could bind the port again; it binds with SO_REUSEADDR, so connections
+    of its previous run in TIME_WAIT do not hold the port."""
     import socket
 
     with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind(("127.0.0.1", port))
         except OSError:
