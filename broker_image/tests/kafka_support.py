@@ -444,16 +444,30 @@ def assert_serves_clients(bootstrap: str, topic: str, before: Sequence[bytes]) -
 
 
 def wait_until(
-    predicate: Callable[[], T], timeout: float = 20.0, interval: float = 0.05, what: str = ""
+    predicate: Callable[[], T],
+    timeout: float = 20.0,
+    interval: float = 0.05,
+    what: str = "",
+    retry_on: tuple[type[BaseException], ...] = (),
 ) -> T:
-    """Poll until predicate() is truthy; fail the test after timeout seconds."""
+    """Poll until predicate() is truthy; fail the test after timeout seconds.
+
+    ``retry_on``: exceptions that mean "not yet" (an admin call to a broker that is down),
+    polled through like a false answer; the last one is named if time runs out."""
     deadline = time.monotonic() + timeout
+    last_error: BaseException | None = None
     while True:
-        value = predicate()
-        if value:
-            return value
+        try:
+            value = predicate()
+            if value:
+                return value
+        except retry_on as exc:
+            last_error = exc
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what or predicate}")
+            raise AssertionError(
+                f"timed out after {timeout}s waiting for {what or predicate}"
+                + (f" (last error: {last_error})" if last_error else "")
+            )
         time.sleep(interval)
 
 

@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from kafka_support import wait_until as _wait_until
 
 from samsa.local.cluster import LocalCluster
 
@@ -32,21 +33,8 @@ FAST = {
 def wait_until(
     predicate: Callable[[], T], timeout: float = 30.0, interval: float = 0.1, what: str = ""
 ) -> T:
-    deadline = time.monotonic() + timeout
-    last_error: Exception | None = None
-    while True:
-        try:
-            value = predicate()
-            if value:
-                return value
-        except Exception as exc:  # a broker that is down makes admin calls fail: keep polling
-            last_error = exc
-        if time.monotonic() > deadline:
-            raise AssertionError(
-                f"timed out after {timeout}s waiting for {what or predicate}"
-                + (f" (last error: {last_error})" if last_error else "")
-            )
-        time.sleep(interval)
+    """kafka_support's, where a broker that is down (admin calls fail) means "not yet"."""
+    return _wait_until(predicate, timeout, interval, what, retry_on=(Exception,))
 
 
 def admin(cluster: LocalCluster) -> AdminClient:
