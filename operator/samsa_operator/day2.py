@@ -8,6 +8,7 @@ A handler module, thin like `handlers`: the decisions are in `operations`, `roll
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import kopf
@@ -58,17 +59,22 @@ async def _step(spec: models.KafkaClusterSpec, namespace: str, name: str, logger
     cluster = await current_cluster(body, spec)
     if cluster.current_brokers is None:
         return  # the children come first
-    sts = await kube.get("apps/v1", "StatefulSet", namespace, cluster.broker_sts)
-    pods = _by_ordinal(await kube.list("v1", "Pod", namespace, cluster.selector("kafka")))
-    pods = await _spread_manual_roll(body, pods, logger)
+    selector = cluster.selector("kafka")
+    pods = _by_ordinal(await kube.list("v1", "Pod", namespace, selector))
+    await _spread_manual_roll(body, pods, logger)
     admin = state().admin(bootstrap_of(body, cluster))
-    kafka: KafkaView | None
+    reasons = await _verify_configs(admin, cluster, pods, logger)
+    # A fresh look for the decision: asking brokers takes time, and meanwhile a pod may have
+    # stopped being ready.
+    sts = await kube.get("apps/v1", "StatefulSet", namespace, cluster.broker_sts)
+    pods = _by_ordinal(await kube.list("v1", "Pod", namespace, selector))
     try:
         kafka = await admin.observe()
     except KafkaAdminError as exc:
+        # Brokers restarting, a controller moving: look again at the next step, and leave the
+        # conditions as they were meanwhile.
         logger.debug(f"cluster not observable: {exc}")
-        kafka = None
-    reasons = await _verify_configs(admin, cluster, pods, kafka, logger) if kafka else {}
+        return
     current = body.get("status") or {}
     zk_sts, zk_pods, zk_modes = await _zookeeper(body, cluster)
     view = ClusterView(
@@ -86,14 +92,13 @@ async def _step(spec: models.KafkaClusterSpec, namespace: str, name: str, logger
     )
     step = operations.next_step(view, status.now())
     fields = dict(step.status)
-    if kafka is not None:
-        throttle = await _throttle(admin, spec, kafka, step.action, current, logger)
-        if throttle is not None:
-            if throttle.get("brokers") and current.get("throttle") != throttle:
-                # Recorded before it is set, so a throttle is never left behind unrecorded.
-                await write_status("KafkaCluster", namespace, name, {"throttle": throttle})
-                await _set_throttle(admin, throttle, logger)
-            fields["throttle"] = throttle or None
+    throttle = await _throttle(admin, spec, kafka, step.action, current, logger)
+    if throttle is not None:
+        if throttle.get("brokers") and current.get("throttle") != throttle:
+            # Recorded before it is set, so a throttle is never left behind unrecorded.
+            await write_status("KafkaCluster", namespace, name, {"throttle": throttle})
+            await _set_throttle(admin, throttle, logger)
+        fields["throttle"] = throttle or None
     generation = body["metadata"].get("generation")
     conditions = [
         status.condition(c.type, c.ok, c.reason, c.message, generation) for c in step.conditions
@@ -127,65 +132,71 @@ def _pod_view(ordinal: int, pod: Obj, sts: Obj | None) -> PodView:
     )
 
 
-async def _spread_manual_roll(body: Obj, pods: dict[int, Obj], logger: Log) -> dict[int, Obj]:
+async def _spread_manual_roll(body: Obj, pods: dict[int, Obj], logger: Log) -> None:
     """The KafkaCluster's manual-roll annotation becomes one on each broker pod (where a roll
     keeps track of it: a restarted pod comes back without), then goes."""
     annotations = body["metadata"].get("annotations") or {}
     if annotations.get(resources.MANUAL_ROLL_ANNOTATION) != "true":
-        return pods
+        return
     kube = state().kube
     mark = {"metadata": {"annotations": {resources.MANUAL_ROLL_ANNOTATION: "true"}}}
     for pod in pods.values():
         meta = pod["metadata"]
         if not meta.get("deletionTimestamp"):
             await kube.patch("v1", "Pod", meta["namespace"], meta["name"], mark)
-            meta.setdefault("annotations", {})[resources.MANUAL_ROLL_ANNOTATION] = "true"
     unmark = {"metadata": {"annotations": {resources.MANUAL_ROLL_ANNOTATION: None}}}
     meta = body["metadata"]
     await kube.patch(models.API_VERSION, "KafkaCluster", meta["namespace"], meta["name"], unmark)
     logger.info("manual rolling update of every broker requested")
-    return pods
 
 
 async def _verify_configs(
-    admin: ClusterAdmin,
-    cluster: resources.Cluster,
-    pods: dict[int, Obj],
-    kafka: KafkaView,
-    logger: Log,
+    admin: ClusterAdmin, cluster: resources.Cluster, pods: dict[int, Obj], logger: Log
 ) -> dict[int, list[str]]:
-    """For each serving broker not yet known to run its current properties: set what can
-    change live, stamp the pod once nothing differs; the keys that need a restart, by id."""
+    """For each ready broker not yet known to run its current properties: set what can
+    change live, stamp the pod once nothing differs. Returns the keys that need a restart,
+    by broker id. The brokers are asked at once: one that hangs delays none of the others."""
     wanted = resources.broker_config_hashes(cluster)
     running = {
         i: (p["metadata"].get("annotations") or {}).get(resources.CONFIG_HASH_ANNOTATION)
         for i, p in pods.items()
     }
-    registered = {b.id for b in kafka.brokers}
-    reasons: dict[int, list[str]] = {}
-    for i in reconcile.brokers_to_restart(wanted, running):
-        pod = pods.get(i)
-        if pod is None or i not in registered or not status.pod_ready(pod):
-            continue
-        if pod["metadata"].get("deletionTimestamp"):
-            continue
-        try:
-            reported = await admin.broker_config(i)
-        except KafkaAdminError as exc:
-            logger.debug(f"broker {i}: configs unknown: {exc}")
-            continue
-        diff = rolling.config_diff(resources.broker_properties(cluster, i), reported)
+    unverified = [
+        i
+        for i in reconcile.brokers_to_restart(wanted, running)
+        if i in pods
+        and status.pod_ready(pods[i])
+        and not pods[i]["metadata"].get("deletionTimestamp")
+    ]
+    found = await asyncio.gather(
+        *(_verify(admin, cluster, pods[i], i, wanted[i], logger) for i in unverified)
+    )
+    return {i: keys for i, keys in zip(unverified, found, strict=True) if keys}
+
+
+async def _verify(
+    admin: ClusterAdmin,
+    cluster: resources.Cluster,
+    pod: Obj,
+    broker_id: int,
+    wanted_hash: str,
+    logger: Log,
+) -> list[str]:
+    try:
+        reported = await admin.broker_config(broker_id)
+        diff = rolling.config_diff(resources.broker_properties(cluster, broker_id), reported)
         if diff.set or diff.delete:
-            await admin.alter_broker_config(i, diff.set, diff.delete)
-            changed = [*diff.set, *diff.delete]
-            logger.info(f"broker {i}: {', '.join(changed)} changed live, without a restart")
-        if diff.restart:
-            reasons[i] = list(diff.restart)
-        elif diff.empty:
-            meta = pod["metadata"]
-            stamp = {"metadata": {"annotations": {resources.CONFIG_HASH_ANNOTATION: wanted[i]}}}
-            await state().kube.patch("v1", "Pod", meta["namespace"], meta["name"], stamp)
-    return reasons
+            await admin.alter_broker_config(broker_id, diff.set, diff.delete)
+            changed = ", ".join([*diff.set, *diff.delete])
+            logger.info(f"broker {broker_id}: {changed} changed live, without a restart")
+    except KafkaAdminError as exc:
+        logger.debug(f"broker {broker_id}: configs unknown: {exc}")
+        return []
+    if diff.empty:
+        meta = pod["metadata"]
+        stamp = {"metadata": {"annotations": {resources.CONFIG_HASH_ANNOTATION: wanted_hash}}}
+        await state().kube.patch("v1", "Pod", meta["namespace"], meta["name"], stamp)
+    return list(diff.restart)
 
 
 async def _throttle(

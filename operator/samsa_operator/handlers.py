@@ -288,7 +288,7 @@ async def describe(
     if not override and not any(status.pod_ready(p) for p in pods):
         return None
     try:
-        return await state().admin(bootstrap_of(body, cluster)).describe_cluster()
+        return await state().admin(bootstrap_of(body, cluster)).cluster_info()
     except KafkaAdminError:
         return None
 
@@ -352,7 +352,7 @@ async def reconcile_topic(body: kopf.Body, logger: Log) -> None:
         admin = state().admin(bootstrap_of(cluster_body, cluster))
         reassigning = (body.get("status") or {}).get("reassignment")
         try:
-            info = await admin.describe_cluster()
+            info = await admin.cluster_info()
             # Never onto brokers a scale-down is draining.
             brokers = [b for b in info.brokers if b.id < cluster.spec.brokers.replicas]
             moving = sorted(p for t, p in await admin.reassignments() if t == topic_name)

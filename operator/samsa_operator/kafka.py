@@ -9,6 +9,7 @@ values of `reconcile`, `rolling` and `operations`. It is the only module that sp
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 from collections.abc import Mapping, Sequence
@@ -45,6 +46,9 @@ from samsa_operator.rolling import DEFAULT, DYNAMIC, STATIC, ReportedConfig
 TIMEOUT = 15.0
 ABSENT = object()  # what _wait gives for a topic the cluster does not have
 log = logging.getLogger(__name__)
+# kafka-python logs every refused connection with a traceback, at ERROR: brokers restarting
+# in a roll do that by design, and the operator reports what fails itself.
+logging.getLogger("kafka").setLevel(logging.CRITICAL)
 
 
 class KafkaAdminError(Exception):
@@ -81,6 +85,7 @@ class KafkaAdmin:
     def __init__(self, bootstrap_servers: str, timeout: float = TIMEOUT) -> None:
         self.bootstrap_servers = bootstrap_servers
         self.timeout = timeout
+        self._racks: dict[int, str | None] = {}  # by broker id, as DescribeCluster said
         self._reassigner: Any = None  # kafka-python's client, made on first use
         self._reassigner_lock = threading.Lock()
         self._client = AdminClient(
@@ -92,10 +97,12 @@ class KafkaAdmin:
             logger=log,
         )
 
-    async def _wait(self, future: Future[Any], what: str, absent_ok: bool = False) -> Any:
+    async def _wait(
+        self, future: Future[Any], what: str, absent_ok: bool = False, seconds: float = 0
+    ) -> Any:
         """The future's result; ABSENT for an unknown topic when absent_ok."""
         try:
-            return await asyncio.wait_for(asyncio.wrap_future(future), self.timeout)
+            return await asyncio.wait_for(asyncio.wrap_future(future), seconds or self.timeout)
         except TimeoutError:
             raise KafkaAdminError(f"{what}: no answer from {self.bootstrap_servers}") from None
         except KafkaException as exc:
@@ -103,9 +110,14 @@ class KafkaAdmin:
                 return ABSENT
             raise _error(exc, what) from None
 
-    async def describe_cluster(self) -> ClusterInfo:
+    async def describe_cluster(self, seconds: float = 0) -> ClusterInfo:
+        """DescribeCluster: it waits for a controller, so it hangs while the controller moves;
+        `cluster_info` does not."""
+        seconds = seconds or self.timeout
         result = await self._wait(
-            self._client.describe_cluster(request_timeout=self.timeout), "describe cluster"
+            self._client.describe_cluster(request_timeout=seconds),
+            "describe cluster",
+            seconds=seconds,
         )
         return ClusterInfo(
             cluster_id=result.cluster_id,
@@ -113,9 +125,33 @@ class KafkaAdmin:
             brokers=sorted((Broker(n.id, n.rack or None) for n in result.nodes), key=_by_id),
         )
 
+    async def metadata(self) -> Any:
+        """Brokers, controller and every topic's partitions, from any broker."""
+        try:
+            return await asyncio.to_thread(self._client.list_topics, timeout=self.timeout)
+        except KafkaException as exc:
+            raise _error(exc, "metadata") from None
+
+    async def cluster_info(self, metadata: Any = None) -> ClusterInfo:
+        """Cluster id, controller and brokers from the metadata, which any broker answers
+        even while the controller moves. Racks come from DescribeCluster, asked only when a
+        broker id is new to this client (a broker's rack stays with it)."""
+        metadata = metadata or await self.metadata()
+        ids = sorted(metadata.brokers)
+        if any(i not in self._racks for i in ids):
+            with contextlib.suppress(KafkaAdminError):
+                described = await self.describe_cluster(seconds=min(self.timeout, 2.0))
+                self._racks.update({b.id: b.rack for b in described.brokers})
+        controller = metadata.controller_id if metadata.controller_id >= 0 else None
+        return ClusterInfo(
+            cluster_id=metadata.cluster_id,
+            controller_id=controller,
+            brokers=[Broker(i, self._racks.get(i)) for i in ids],
+        )
+
     async def cluster_load(self) -> Load:
         """Replicas and preferred leaders per broker, over every topic."""
-        metadata = await asyncio.to_thread(self._client.list_topics, timeout=self.timeout)
+        metadata = await self.metadata()
         return Load.of(
             {p.id: list(p.replicas) for p in t.partitions.values()}
             for t in metadata.topics.values()
@@ -206,8 +242,8 @@ class ClusterAdmin(KafkaAdmin):
     async def observe(self) -> KafkaView:
         """Controller, registered brokers, every partition (internal topics included) with
         its ISR and min.insync.replicas, and the partitions being reassigned."""
-        info = await self.describe_cluster()
-        metadata = await asyncio.to_thread(self._client.list_topics, timeout=self.timeout)
+        metadata = await self.metadata()
+        info = await self.cluster_info(metadata)
         names = sorted(t for t, m in metadata.topics.items() if m.error is None)
         min_isr = await self._min_insync_replicas(names)
         partitions = [
@@ -271,9 +307,8 @@ class ClusterAdmin(KafkaAdmin):
         """ElectLeaders(PREFERRED); the partitions that failed, with why (an election that
         is not needed is no failure)."""
         tps = [ConfluentTopicPartition(t, p) for t, p in partitions]
-        future = self._client.elect_leaders(
-            ElectionType.PREFERRED, tps, request_timeout=self.timeout
-        )
+        # No request_timeout here: confluent-kafka 2.16's binding rejects it (SystemError).
+        future = self._client.elect_leaders(ElectionType.PREFERRED, tps)
         results: Mapping[Any, Any] = await self._wait(future, "elect preferred leaders")
         failed = {}
         for tp, err in results.items():

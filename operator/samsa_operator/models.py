@@ -229,6 +229,7 @@ class RollStatus(StatusModel):
     pending: list[int] = Field(default_factory=list, description="Brokers still to restart.")
     restarted: list[int] = Field(default_factory=list, description="Brokers restarted so far.")
     reasons: dict[str, str] = Field(default_factory=dict, description="Why, by broker id.")
+    elections: int = Field(0, description="Preferred-leader elections run since the last restart.")
 
 
 class ScalingStatus(StatusModel):
@@ -239,6 +240,7 @@ class ScalingStatus(StatusModel):
     from_replicas: int | None = None
     to_replicas: int | None = None
     remaining: int | None = Field(None, description="Partitions still to move.")
+    elections: int = Field(0, description="Preferred-leader elections run after the moves.")
 
 
 class ThrottleStatus(StatusModel):

@@ -200,10 +200,9 @@ def _scaling(v: ClusterView, k: KafkaView, now: str) -> Step:
         progress["remaining"] = len(plan)
         step.action = Reassign(plan, f"balance over {len(targets)} brokers")
         return _scaling_progress(step, progress, f"rebalancing {len(plan)} partitions")
-    elect = _not_preferred(k)
-    if elect and progress.get("phase") != "ElectingLeaders":  # once: it may not take them all
-        progress["phase"] = "ElectingLeaders"
-        step.action = ElectPreferred(elect)
+    elect = _election(k, progress)
+    if elect is not None:
+        step.action = elect
         return _scaling_progress(step, progress, "electing preferred leaders")
     step.status["scaling"] = None
     step.status["lastScaling"] = {**dict(v.scaling), "phase": "Done", "finishedAt": now}
@@ -298,18 +297,19 @@ def _roll(v: ClusterView, k: KafkaView, now: str) -> Step:
     candidates = restart_candidates(v)
     if not candidates:
         if v.roll is not None:
-            elect = _not_preferred(k)
-            if elect and _all_serving(v) and v.roll.get("phase") != "ElectingLeaders":
-                step.action = ElectPreferred(elect)
-                step.conditions.append(
-                    Condition(ROLLING, True, "ElectingLeaders", "electing preferred leaders")
-                )
-                step.status["roll"] = {**dict(v.roll), "phase": "ElectingLeaders"}
-                return step
             if not _all_serving(v):
                 step.conditions.append(
                     Condition(ROLLING, True, "Waiting", _unready_message(v, "the roll"))
                 )
+                return step
+            ending = dict(v.roll)
+            elect = _election(k, ending)
+            if elect is not None:
+                step.action = elect
+                step.conditions.append(
+                    Condition(ROLLING, True, "ElectingLeaders", "electing preferred leaders")
+                )
+                step.status["roll"] = ending
                 return step
             step.status["roll"] = None
             step.status["lastRoll"] = {**dict(v.roll), "pending": [], "finishedAt": now}
@@ -380,6 +380,24 @@ def _zookeeper_roll(v: ClusterView) -> Step | None:
 
 
 # -- leaders --------------------------------------------------------------------------------
+
+
+# Elections that end a roll or a scaling: the metadata read may lag the ISR, and an election
+# may not take every partition; after this many the threshold rule carries on.
+ELECTIONS = 5
+
+
+def _election(k: KafkaView, record: Obj) -> ElectPreferred | None:
+    """The next preferred-leader election that ends an operation, counted in its record;
+    None once every partition is led by its preferred replica (or enough were tried)."""
+    pending = sorted(
+        (p.topic, p.partition) for p in k.partitions if p.replicas and p.leader != p.replicas[0]
+    )
+    tried = int(record.get("elections", 0))
+    if not pending or tried >= ELECTIONS:
+        return None
+    record.update(phase="ElectingLeaders", elections=tried + 1)
+    return ElectPreferred(_not_preferred(k) or pending)
 
 
 def _not_preferred(k: KafkaView) -> list[tuple[str, int]]:
