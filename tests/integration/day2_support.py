@@ -28,8 +28,10 @@ T = TypeVar("T")
 Start = Callable[..., Awaitable[OperatorProcess]]
 NAME = "day2"
 KC_PATH = f"/apis/kafka.samsa.dev/v1alpha1/namespaces/default/kafkaclusters/{NAME}"
-# How the tests run the operator: a step a second, short Kafka timeouts.
+# How the tests run the operator: a step a second, short Kafka timeouts, and standalone (with
+# kopf peering, an operator replacing a killed one waits a minute for the dead one's lease).
 OPERATOR_ENV = {
+    "SAMSA_OPERATOR_PEERING": "",
     "SAMSA_OPERATOR_OPERATION_SECONDS": "1",
     "SAMSA_OPERATOR_RESYNC_SECONDS": "3",
     "SAMSA_OPERATOR_KAFKA_TIMEOUT": "5",
@@ -124,13 +126,13 @@ async def start_cluster(
     zk: ZooKeeperServer,
     brokers: int = 3,
     **spec: Any,
-) -> tuple[dict[str, Any], Brokers]:
+) -> tuple[dict[str, Any], Brokers, OperatorProcess]:
     """The operator started as its Deployment runs it, a KafkaCluster applied, and its brokers
-    ready: (the cluster's status, the brokers' addresses)."""
-    await operator(**OPERATOR_ENV)
+    ready: (the cluster's status, the brokers' addresses, the operator)."""
+    process = await operator(**OPERATOR_ENV)
     await apply(kubectl, manifest(zk, kubelet, brokers, **spec))
     status = await wait_ready(kubelet.api, brokers)
-    return status, Brokers(kubelet.bootstrap(brokers))
+    return status, Brokers(kubelet.bootstrap(brokers)), process
 
 
 async def acked(load: LoadProducer, n: int) -> bool:

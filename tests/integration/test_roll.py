@@ -47,7 +47,7 @@ def roll_finished(status: dict[str, Any]) -> bool:
 async def test_roll_under_load_loses_nothing_and_ends_with_preferred_leaders(
     kubectl: Kubectl, operator: Start, kubelet: Kubelet, zookeeper: ZooKeeperServer
 ) -> None:
-    status, brokers = await start_cluster(kubectl, operator, kubelet, zookeeper)
+    status, brokers, _ = await start_cluster(kubectl, operator, kubelet, zookeeper)
     api = kubelet.api
     await in_thread(create_topic, brokers, "load", 6, 3, **{"min.insync.replicas": "2"})
     load = LoadProducer(brokers, "load").start()
@@ -83,7 +83,7 @@ async def test_roll_under_load_loses_nothing_and_ends_with_preferred_leaders(
 async def test_roll_waits_for_a_stopped_follower_and_live_configs_need_no_restart(
     kubectl: Kubectl, operator: Start, kubelet: Kubelet, zookeeper: ZooKeeperServer
 ) -> None:
-    status, brokers = await start_cluster(kubectl, operator, kubelet, zookeeper)
+    status, brokers, _ = await start_cluster(kubectl, operator, kubelet, zookeeper)
     api = kubelet.api
     await in_thread(create_topic, brokers, "t", 3, 3, **{"min.insync.replicas": "2"})
 
