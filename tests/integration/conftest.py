@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-for folder in ("operator/tests", "broker_image/tests/cluster"):
+for folder in ("operator/tests", "broker_image/tests", "broker_image/tests/cluster"):
     if str(REPO / folder) not in sys.path:
         sys.path.insert(0, str(REPO / folder))
 

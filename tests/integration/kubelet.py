@@ -47,6 +47,7 @@ from samsa.local.zookeeper import free_port
 
 Obj = dict[str, Any]
 FINALIZER = "kubelet.test.samsa.dev/running"
+USER_AGENT = "samsa-test-kubelet"
 REVISION = "controller-revision-hash"
 TICK = 0.25  # seconds between two looks at the API
 OWNED_ADDRESS_KEYS = ("listener.security.protocol.map", "inter.broker.listener.name")
@@ -57,7 +58,9 @@ class Api:
 
     def __init__(self, url: str) -> None:
         self.url = url.rstrip("/")
-        self.session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30))
+        self.session = aiohttp.ClientSession(
+            timeout=aiohttp.ClientTimeout(total=30), headers={"User-Agent": USER_AGENT}
+        )
 
     async def _call(self, method: str, path: str, body: Any = None) -> Obj | None:
         headers = {"Content-Type": "application/merge-patch+json"} if method == "PATCH" else {}

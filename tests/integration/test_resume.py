@@ -24,8 +24,16 @@ from day2_support import (
     wait_status,
 )
 from kafka.admin import KafkaAdminClient
-from kubelet import Kubelet
-from op_support import Kubectl, OperatorProcess, eventually
+from kube_stand import KubeStand
+from kubelet import USER_AGENT, Kubelet
+from op_support import (
+    Kubectl,
+    OperatorProcess,
+    eventually,
+    helm_template,
+    rbac_gaps,
+    verbs_used,
+)
 
 from samsa.local import ZooKeeperServer
 
@@ -64,6 +72,8 @@ async def test_operator_killed_mid_roll_and_mid_drain_resumes(
     operator: Start,
     kubelet: Kubelet,
     zookeeper: ZooKeeperServer,
+    stand: KubeStand,
+    helm: str,
 ) -> None:
     status, brokers, first = await start_cluster(
         kubectl, operator, kubelet, zookeeper, 4, delete_claim=True, throttle=1 << 20
@@ -117,6 +127,15 @@ async def test_operator_killed_mid_roll_and_mid_drain_resumes(
     # Every record is still there.
     got = await in_thread(consume_all, brokers, "data", 8)
     assert sum(len(v) for v in got.values()) == RECORDS
+    # What the operator did, the chart's RBAC allows: restarts, stamps, resizes included.
+    [role] = [d for d in helm_template(helm) if d["kind"] == "ClusterRole"]
+    used = verbs_used(stand, others=("kubectl", USER_AGENT))
+    assert {
+        ("", "pods", "delete"),
+        ("", "pods", "patch"),
+        ("apps", "statefulsets", "patch"),
+    } <= used
+    assert rbac_gaps(used, role["rules"]) == set()
 
 
 async def _stopped_since(kubelet: Kubelet, moment: float) -> bool:
