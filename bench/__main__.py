@@ -14,7 +14,7 @@ import argparse
 import sys
 from collections.abc import Callable
 
-from bench import broker_core, cleaner, groups, peers, spark_read
+from bench import broker_core, cleaner, groups, operations, peers, spark_read
 from bench.table import Row, print_table
 
 COMPONENTS: dict[str, tuple[str, Callable[[bool], list[Row]]]] = {
@@ -23,6 +23,11 @@ COMPONENTS: dict[str, tuple[str, Callable[[bool], list[Row]]]] = {
     "cleaner": (
         "Log cleaner: one log, cleaned on the event loop; p50-p99.9 = loop lag meanwhile",
         cleaner.run,
+    ),
+    "operations": (
+        "Day-2 operations by the operator: 3-broker roll and 3-to-5 rebalance, "
+        "idempotent acks=all producer at 1 MB/s meanwhile",
+        operations.run,
     ),
     "spark": (
         "Spark: rows read into local[2] Spark from a 6-partition topic, beside Parquet",

@@ -63,6 +63,18 @@ _PRINTER_COLUMNS: dict[str, list[dict[str, Any]]] = {
             "priority": 1,
             "jsonPath": '.status.conditions[?(@.type=="Ready")].reason',
         },
+        {
+            "name": "Roll",
+            "type": "string",
+            "priority": 1,
+            "jsonPath": '.status.conditions[?(@.type=="RollingRestart")].reason',
+        },
+        {
+            "name": "Scaling",
+            "type": "string",
+            "priority": 1,
+            "jsonPath": '.status.conditions[?(@.type=="Scaling")].reason',
+        },
         {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
     ],
     "Topic": [

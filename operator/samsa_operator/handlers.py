@@ -1,13 +1,16 @@
 """kopf handlers, kept thin: read, decide (`reconcile`, `resources`, `status`), apply, report.
 
 A KafkaCluster is reconciled on every spec change and again by a timer, which reverts a
-user's edits of the children. A Topic is reconciled through the Kafka admin protocol; its
-deletion finalizer lets go when the cluster is already gone, so it cannot wedge a namespace.
+user's edits of the children; its day-2 operations (rolls, scaling, leader elections) run in
+`day2`. A Topic is reconciled through the Kafka admin protocol, a replication-factor change
+as a tracked reassignment; its deletion finalizer lets go when the cluster is already gone,
+so it cannot wedge a namespace.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 from collections.abc import Awaitable, Callable
@@ -18,7 +21,7 @@ import kopf
 
 from samsa_operator import models, reconcile, resources, status
 from samsa_operator.k8s import Kube, KubeError, load_config
-from samsa_operator.kafka import KafkaAdmin, KafkaAdminError
+from samsa_operator.kafka import ClusterAdmin, KafkaAdminError
 from samsa_operator.reconcile import ClusterInfo
 
 GROUP, VERSION = models.GROUP, models.VERSION
@@ -41,6 +44,7 @@ class OperatorSettings:
     broker_image: str = resources.DEFAULT_BROKER_IMAGE
     resync_seconds: float = 30.0
     kafka_timeout: float = 10.0
+    operation_seconds: float = 5.0  # how often day-2 operations take their next step
 
     @classmethod
     def from_env(cls) -> OperatorSettings:
@@ -49,6 +53,7 @@ class OperatorSettings:
             broker_image=env.get("SAMSA_OPERATOR_BROKER_IMAGE") or resources.DEFAULT_BROKER_IMAGE,
             resync_seconds=float(env.get("SAMSA_OPERATOR_RESYNC_SECONDS") or 30),
             kafka_timeout=float(env.get("SAMSA_OPERATOR_KAFKA_TIMEOUT") or 10),
+            operation_seconds=float(env.get("SAMSA_OPERATOR_OPERATION_SECONDS") or 5),
         )
 
 
@@ -59,9 +64,18 @@ SETTINGS = OperatorSettings.from_env()
 class State:
     kube: Kube
     locks: dict[str, asyncio.Lock] = field(default_factory=dict)
+    admins: dict[str, ClusterAdmin] = field(default_factory=dict)
 
     def lock(self, uid: str) -> asyncio.Lock:
         return self.locks.setdefault(uid, asyncio.Lock())
+
+    def admin(self, bootstrap_servers: str) -> ClusterAdmin:
+        """One admin connection per cluster address, kept across reconciles."""
+        if bootstrap_servers not in self.admins:
+            self.admins[bootstrap_servers] = ClusterAdmin(
+                bootstrap_servers, timeout=SETTINGS.kafka_timeout
+            )
+        return self.admins[bootstrap_servers]
 
 
 _state: State | None = None
@@ -92,14 +106,18 @@ async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
 
 
 async def write_status(
-    kind: str, namespace: str, name: str, fields: dict[str, Any], conditions: list[dict[str, Any]]
+    kind: str,
+    namespace: str,
+    name: str,
+    fields: dict[str, Any],
+    conditions: list[dict[str, Any]] | None = None,
 ) -> None:
     kube = state().kube
     current = await kube.get(models.API_VERSION, kind, namespace, name)
     if current is None:
         return
     old = (current.get("status") or {}).get("conditions", [])
-    body = {**fields, "conditions": status.merge_conditions(old, conditions, status.now())}
+    body = {**fields, "conditions": status.merge_conditions(old, conditions or [], status.now())}
     await kube.patch(models.API_VERSION, kind, namespace, name, {"status": body}, sub="status")
 
 
@@ -142,10 +160,13 @@ async def reconcile_cluster(body: kopf.Body, logger: Log) -> None:
             logger.warning(f"invalid spec: {exc}")
             await refuse("KafkaCluster", namespace, name, generation, "InvalidSpec", str(exc))
             return
-        cluster = resources.Cluster(
-            name, namespace, uid, spec, broker_image=spec.brokers.image or SETTINGS.broker_image
-        )
         kube = state().kube
+        try:
+            cluster = await current_cluster(body, spec)
+            await record_growth(cluster, body, logger)
+        except KubeError as exc:
+            await refuse("KafkaCluster", namespace, name, generation, "KubernetesError", str(exc))
+            raise kopf.TemporaryError(str(exc), delay=SETTINGS.resync_seconds) from None
         wanted = resources.children(cluster)
         try:
             for child in wanted:
@@ -168,6 +189,44 @@ async def reconcile_cluster(body: kopf.Body, logger: Log) -> None:
             cluster, generation=generation, broker_pods=pods, zookeeper_sts=zk_sts, info=info
         )
         await write_status("KafkaCluster", namespace, name, fields, conditions)
+
+
+async def current_cluster(body: Any, spec: models.KafkaClusterSpec) -> resources.Cluster:
+    """The builders' view of a KafkaCluster, with its broker StatefulSet's current size."""
+    meta = body["metadata"]
+    cluster = resources.Cluster(
+        meta["name"],
+        meta["namespace"],
+        meta["uid"],
+        spec,
+        broker_image=spec.brokers.image or SETTINGS.broker_image,
+    )
+    sts = await state().kube.get("apps/v1", "StatefulSet", cluster.namespace, cluster.broker_sts)
+    if sts is None:
+        return cluster
+    current = int(sts.get("spec", {}).get("replicas") or 0)
+    return dataclasses.replace(cluster, current_brokers=current)
+
+
+async def record_growth(cluster: resources.Cluster, body: Any, logger: Log) -> None:
+    """Before the StatefulSet grows, remember in the status that the brokers it adds are
+    owed a rebalance (`day2` does it), so an operator restart cannot forget it."""
+    current, wanted = cluster.current_brokers, cluster.spec.brokers.replicas
+    if current is None or wanted <= current:
+        return
+    scaling = (body.get("status") or {}).get("scaling") or {}
+    if scaling.get("toReplicas") == wanted:
+        return
+    record = {
+        "phase": "Growing",
+        "fromReplicas": current,
+        "toReplicas": wanted,
+        "startedAt": status.now(),
+        "message": f"adding brokers {', '.join(str(i) for i in range(current, wanted))}",
+    }
+    meta = body["metadata"]
+    await write_status("KafkaCluster", meta["namespace"], meta["name"], {"scaling": record})
+    logger.info(f"scaling up from {current} to {wanted} brokers")
 
 
 async def prune(cluster: resources.Cluster, wanted: list[dict[str, Any]], logger: Any) -> None:
@@ -229,8 +288,7 @@ async def describe(
     if not override and not any(status.pod_ready(p) for p in pods):
         return None
     try:
-        admin = KafkaAdmin(bootstrap_of(body, cluster), timeout=SETTINGS.kafka_timeout)
-        return await admin.describe_cluster()
+        return await state().admin(bootstrap_of(body, cluster)).cluster_info()
     except KafkaAdminError:
         return None
 
@@ -291,12 +349,21 @@ async def reconcile_topic(body: kopf.Body, logger: Log) -> None:
             replication_factor=spec.replication_factor,
             config={k: resources.render_value(v) for k, v in spec.config.items()},
         )
-        admin = KafkaAdmin(bootstrap_of(cluster_body, cluster), timeout=SETTINGS.kafka_timeout)
+        admin = state().admin(bootstrap_of(cluster_body, cluster))
+        reassigning = (body.get("status") or {}).get("reassignment")
         try:
-            info = await admin.describe_cluster()
+            info = await admin.cluster_info()
+            # Never onto brokers a scale-down is draining.
+            brokers = [b for b in info.brokers if b.id < cluster.spec.brokers.replicas]
+            moving = sorted(p for t, p in await admin.reassignments() if t == topic_name)
+            if moving:
+                # Ours (a replication-factor change) shows its progress; a scaling's does not.
+                if reassigning:
+                    await reassignment_status(body, spec, len(moving), logger)
+                return
             current = await admin.describe_topic(topic_name)
             load = await admin.cluster_load()
-            plan = reconcile.plan_topic(desired, current, info.brokers, load)
+            plan = reconcile.plan_topic(desired, current, brokers, load)
             if plan.refusal is not None:
                 await not_ready(plan.refusal.reason, plan.refusal.message)
                 return
@@ -310,7 +377,16 @@ async def reconcile_topic(body: kopf.Body, logger: Log) -> None:
                 if plan.config_set or plan.config_delete:
                     await admin.alter_topic_config(topic_name, plan.config_set, plan.config_delete)
                     logger.info(f"topic {topic_name} configs changed")
+                if plan.reassign:
+                    await reassignment_status(body, spec, len(plan.reassign), logger)
+                    await admin.reassign({(topic_name, p): r for p, r in plan.reassign.items()})
+                    logger.info(f"topic {topic_name} reassigned: {plan.reassign}")
+                    return
             applied = await admin.describe_topic(topic_name)
+            if reassigning and applied is not None:
+                failed = await admin.elect_preferred([(topic_name, p) for p in applied.assignment])
+                if failed:
+                    logger.warning(f"preferred leaders not elected: {failed}")
         except KafkaAdminError as exc:
             await not_ready("KafkaError", str(exc))
             if exc.retriable:
@@ -328,6 +404,7 @@ async def reconcile_topic(body: kopf.Body, logger: Log) -> None:
                 "topicId": applied.topic_id,
                 "partitions": applied.partitions,
                 "replicationFactor": applied.replication_factor,
+                "reassignment": None,
             },
             [
                 status.condition(
@@ -340,6 +417,31 @@ async def reconcile_topic(body: kopf.Body, logger: Log) -> None:
                 )
             ],
         )
+
+
+async def reassignment_status(
+    body: Any, spec: models.TopicSpec, remaining: int, logger: Log
+) -> None:
+    """Ready=False while a replication-factor change moves partitions, with its progress."""
+    meta = body["metadata"]
+    rf = spec.replication_factor
+    before = (body.get("status") or {}).get("reassignment") or {}
+    message = f"replication factor changing to {rf}: {remaining} partitions moving"
+    logger.info(message)
+    await write_status(
+        "Topic",
+        meta["namespace"],
+        meta["name"],
+        {
+            "observedGeneration": meta.get("generation"),
+            "reassignment": {
+                "replicationFactor": rf,
+                "remaining": remaining,
+                "startedAt": before.get("startedAt") or status.now(),
+            },
+        },
+        [status.condition("Ready", False, "Reassigning", message, meta.get("generation"))],
+    )
 
 
 reconciled("kafkaclusters", "cluster", reconcile_cluster)
@@ -358,7 +460,7 @@ async def topic_deleted(body: kopf.Body, logger: Log, **_: Any) -> None:
         logger.info(f"cluster {spec.get('clusterRef')} is gone; releasing topic {topic_name}")
         return
     cluster_body, cluster = found
-    admin = KafkaAdmin(bootstrap_of(cluster_body, cluster), timeout=SETTINGS.kafka_timeout)
+    admin = state().admin(bootstrap_of(cluster_body, cluster))
     try:
         deleted = await admin.delete_topic(topic_name)
     except KafkaAdminError as exc:

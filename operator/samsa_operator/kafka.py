@@ -1,19 +1,23 @@
 """Talking to a Kafka cluster (Samsa or Apache Kafka) through the admin protocol.
 
-confluent-kafka's AdminClient does the wire work; this module turns its futures into
-awaitables and its results into `reconcile`'s plain values. It is the only module that
-speaks Kafka.
+confluent-kafka's AdminClient does the wire work; kafka-python's KafkaAdminClient does the two
+APIs librdkafka lacks (AlterPartitionReassignments, ListPartitionReassignments). This module
+turns their futures and blocking calls into awaitables and their results into the plain
+values of `reconcile`, `rolling` and `operations`. It is the only module that speaks Kafka.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import threading
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException, TopicCollection
+from confluent_kafka import ElectionType, KafkaError, KafkaException, TopicCollection
+from confluent_kafka import TopicPartition as ConfluentTopicPartition
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -27,11 +31,24 @@ from confluent_kafka.admin import (
     ResourceType as KafkaResourceType,
 )
 
-from samsa_operator.reconcile import Assignment, Broker, ClusterInfo, Load, TopicState
+from samsa_operator.operations import KafkaView
+from samsa_operator.rebalance import Plan
+from samsa_operator.reconcile import (
+    Assignment,
+    Broker,
+    ClusterInfo,
+    Load,
+    PartitionState,
+    TopicState,
+)
+from samsa_operator.rolling import DEFAULT, DYNAMIC, STATIC, ReportedConfig
 
 TIMEOUT = 15.0
 ABSENT = object()  # what _wait gives for a topic the cluster does not have
 log = logging.getLogger(__name__)
+# kafka-python logs every refused connection with a traceback, at ERROR: brokers restarting
+# in a roll do that by design, and the operator reports what fails itself.
+logging.getLogger("kafka").setLevel(logging.CRITICAL)
 
 
 class KafkaAdminError(Exception):
@@ -68,6 +85,9 @@ class KafkaAdmin:
     def __init__(self, bootstrap_servers: str, timeout: float = TIMEOUT) -> None:
         self.bootstrap_servers = bootstrap_servers
         self.timeout = timeout
+        self._racks: dict[int, str | None] = {}  # by broker id, as DescribeCluster said
+        self._reassigner: Any = None  # kafka-python's client, made on first use
+        self._reassigner_lock = threading.Lock()
         self._client = AdminClient(
             {
                 "bootstrap.servers": bootstrap_servers,
@@ -77,10 +97,12 @@ class KafkaAdmin:
             logger=log,
         )
 
-    async def _wait(self, future: Future[Any], what: str, absent_ok: bool = False) -> Any:
+    async def _wait(
+        self, future: Future[Any], what: str, absent_ok: bool = False, seconds: float = 0
+    ) -> Any:
         """The future's result; ABSENT for an unknown topic when absent_ok."""
         try:
-            return await asyncio.wait_for(asyncio.wrap_future(future), self.timeout)
+            return await asyncio.wait_for(asyncio.wrap_future(future), seconds or self.timeout)
         except TimeoutError:
             raise KafkaAdminError(f"{what}: no answer from {self.bootstrap_servers}") from None
         except KafkaException as exc:
@@ -88,9 +110,14 @@ class KafkaAdmin:
                 return ABSENT
             raise _error(exc, what) from None
 
-    async def describe_cluster(self) -> ClusterInfo:
+    async def describe_cluster(self, seconds: float = 0) -> ClusterInfo:
+        """DescribeCluster: it waits for a controller, so it hangs while the controller moves;
+        `cluster_info` does not."""
+        seconds = seconds or self.timeout
         result = await self._wait(
-            self._client.describe_cluster(request_timeout=self.timeout), "describe cluster"
+            self._client.describe_cluster(request_timeout=seconds),
+            "describe cluster",
+            seconds=seconds,
         )
         return ClusterInfo(
             cluster_id=result.cluster_id,
@@ -98,9 +125,33 @@ class KafkaAdmin:
             brokers=sorted((Broker(n.id, n.rack or None) for n in result.nodes), key=_by_id),
         )
 
+    async def metadata(self) -> Any:
+        """Brokers, controller and every topic's partitions, from any broker."""
+        try:
+            return await asyncio.to_thread(self._client.list_topics, timeout=self.timeout)
+        except KafkaException as exc:
+            raise _error(exc, "metadata") from None
+
+    async def cluster_info(self, metadata: Any = None) -> ClusterInfo:
+        """Cluster id, controller and brokers from the metadata, which any broker answers
+        even while the controller moves. Racks come from DescribeCluster, asked only when a
+        broker id is new to this client (a broker's rack stays with it)."""
+        metadata = metadata or await self.metadata()
+        ids = sorted(metadata.brokers)
+        if any(i not in self._racks for i in ids):
+            with contextlib.suppress(KafkaAdminError):
+                described = await self.describe_cluster(seconds=min(self.timeout, 2.0))
+                self._racks.update({b.id: b.rack for b in described.brokers})
+        controller = metadata.controller_id if metadata.controller_id >= 0 else None
+        return ClusterInfo(
+            cluster_id=metadata.cluster_id,
+            controller_id=controller,
+            brokers=[Broker(i, self._racks.get(i)) for i in ids],
+        )
+
     async def cluster_load(self) -> Load:
         """Replicas and preferred leaders per broker, over every topic."""
-        metadata = await asyncio.to_thread(self._client.list_topics, timeout=self.timeout)
+        metadata = await self.metadata()
         return Load.of(
             {p.id: list(p.replicas) for p in t.partitions.values()}
             for t in metadata.topics.values()
@@ -170,3 +221,147 @@ class KafkaAdmin:
 
 def _by_id(broker: Broker) -> int:
     return broker.id
+
+
+# Config sources of DescribeConfigs, as `rolling` names them.
+_SOURCES = {
+    ConfigSource.DYNAMIC_BROKER_CONFIG.value: DYNAMIC,
+    ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value: DYNAMIC,
+    ConfigSource.STATIC_BROKER_CONFIG.value: STATIC,
+}
+
+
+def _source(source: Any) -> str:
+    return _SOURCES.get(int(getattr(source, "value", source)), DEFAULT)
+
+
+class ClusterAdmin(KafkaAdmin):
+    """The admin calls of day-2 operations: the cluster's partitions, brokers' configs,
+    reassignments and preferred-leader elections."""
+
+    async def observe(self) -> KafkaView:
+        """Controller, registered brokers, every partition (internal topics included) with
+        its ISR and min.insync.replicas, and the partitions being reassigned."""
+        metadata = await self.metadata()
+        info = await self.cluster_info(metadata)
+        names = sorted(t for t, m in metadata.topics.items() if m.error is None)
+        min_isr = await self._min_insync_replicas(names)
+        partitions = [
+            PartitionState(
+                topic=t,
+                partition=p.id,
+                replicas=list(p.replicas),
+                isr=list(p.isrs),
+                leader=p.leader if p.leader >= 0 else None,
+                min_insync_replicas=min_isr.get(t, 1),
+            )
+            for t in names
+            if t in min_isr
+            for p in sorted(metadata.topics[t].partitions.values(), key=lambda p: p.id)
+        ]
+        moving = await self.reassignments()
+        return KafkaView(info.controller_id, info.brokers, partitions, frozenset(moving))
+
+    async def _min_insync_replicas(self, topics: Sequence[str]) -> dict[str, int]:
+        """min.insync.replicas of each topic that still exists."""
+        if not topics:
+            return {}
+        resources = [ConfigResource(KafkaResourceType.TOPIC, t) for t in topics]
+        futures = self._client.describe_configs(resources, request_timeout=self.timeout)
+        out = {}
+        for resource, future in futures.items():
+            entries = await self._wait(future, f"describe configs of {resource.name}", True)
+            if entries is ABSENT:
+                continue  # deleted since the metadata was read
+            entry = entries.get("min.insync.replicas")
+            out[resource.name] = int(entry.value) if entry is not None and entry.value else 1
+        return out
+
+    async def broker_config(self, broker_id: int) -> dict[str, ReportedConfig]:
+        """What one broker runs: each config with its value, source and whether it can
+        change live."""
+        resource = ConfigResource(KafkaResourceType.BROKER, str(broker_id))
+        futures = self._client.describe_configs([resource], request_timeout=self.timeout)
+        entries: Mapping[str, ConfigEntry] = await self._wait(
+            futures[resource], f"describe configs of broker {broker_id}"
+        )
+        return {
+            name: ReportedConfig(e.value, _source(e.source), bool(e.is_read_only))
+            for name, e in entries.items()
+        }
+
+    async def alter_broker_config(
+        self, broker_id: int, set_: Mapping[str, str], delete: Sequence[str] = ()
+    ) -> None:
+        ops = [
+            ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in set_.items()
+        ]
+        ops += [
+            ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE) for k in delete
+        ]
+        resource = ConfigResource(KafkaResourceType.BROKER, str(broker_id), incremental_configs=ops)
+        futures = self._client.incremental_alter_configs([resource], request_timeout=self.timeout)
+        await self._wait(futures[resource], f"alter configs of broker {broker_id}")
+
+    async def elect_preferred(self, partitions: Sequence[tuple[str, int]]) -> dict[str, str]:
+        """ElectLeaders(PREFERRED); the partitions that failed, with why (an election that
+        is not needed is no failure)."""
+        tps = [ConfluentTopicPartition(t, p) for t, p in partitions]
+        # No request_timeout here: confluent-kafka 2.16's binding rejects it (SystemError).
+        future = self._client.elect_leaders(ElectionType.PREFERRED, tps)
+        results: Mapping[Any, Any] = await self._wait(future, "elect preferred leaders")
+        failed = {}
+        for tp, err in results.items():
+            if err is not None and err.code() != KafkaError.ELECTION_NOT_NEEDED:
+                failed[f"{tp.topic}-{tp.partition}"] = err.str()
+        return failed
+
+    def _kafka_python(self) -> Any:
+        from kafka.admin import KafkaAdminClient
+
+        if self._reassigner is None:
+            self._reassigner = KafkaAdminClient(
+                bootstrap_servers=self.bootstrap_servers.split(","),
+                client_id="samsa-operator",
+                request_timeout_ms=int(self.timeout * 1000),
+            )
+        return self._reassigner
+
+    def _reassignment_call(self, what: str, call: Any) -> Any:
+        with self._reassigner_lock:
+            try:
+                return call(self._kafka_python())
+            except Exception as exc:  # kafka-python raises many types; drop the client
+                if self._reassigner is not None:
+                    self._reassigner.close()
+                    self._reassigner = None
+                raise KafkaAdminError(f"{what}: {exc!r}") from None
+
+    async def reassignments(self) -> set[tuple[str, int]]:
+        """The partitions being reassigned (ListPartitionReassignments)."""
+        found = await asyncio.to_thread(
+            self._reassignment_call,
+            "list partition reassignments",
+            lambda c: c.list_partition_reassignments(),
+        )
+        return {(tp.topic, tp.partition) for tp in found}
+
+    async def reassign(self, plan: Plan) -> None:
+        """AlterPartitionReassignments; fails if the controller refuses any partition."""
+        from kafka import TopicPartition as KafkaTopicPartition
+
+        targets = {KafkaTopicPartition(t, p): list(r) for (t, p), r in plan.items()}
+        results = await asyncio.to_thread(
+            self._reassignment_call,
+            "alter partition reassignments",
+            lambda c: c.alter_partition_reassignments(targets),
+        )
+        refused = {f"{tp.topic}-{tp.partition}": err for tp, err in results.items() if err}
+        if refused:
+            raise KafkaAdminError(f"reassignment refused: {refused}", retriable=True)
+
+    def close(self) -> None:
+        with self._reassigner_lock:
+            if self._reassigner is not None:
+                self._reassigner.close()
+                self._reassigner = None

@@ -3,7 +3,8 @@
 Settings come from flags or, as the Helm chart sets them, from the environment:
 SAMSA_OPERATOR_WATCH_NAMESPACES (comma-separated; empty: every namespace),
 SAMSA_OPERATOR_PEERING (a kopf peering name, so one replica is active; empty: standalone),
-SAMSA_OPERATOR_BROKER_IMAGE, SAMSA_OPERATOR_RESYNC_SECONDS, SAMSA_OPERATOR_HEALTH_PORT.
+SAMSA_OPERATOR_BROKER_IMAGE, SAMSA_OPERATOR_RESYNC_SECONDS, SAMSA_OPERATOR_OPERATION_SECONDS
+(how often day-2 operations take a step), SAMSA_OPERATOR_HEALTH_PORT.
 """
 
 from __future__ import annotations
@@ -44,7 +45,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def check_environment() -> None:
     """Numbers in the environment are checked before anything starts."""
-    for name in ("SAMSA_OPERATOR_RESYNC_SECONDS", "SAMSA_OPERATOR_KAFKA_TIMEOUT"):
+    for name in (
+        "SAMSA_OPERATOR_RESYNC_SECONDS",
+        "SAMSA_OPERATOR_KAFKA_TIMEOUT",
+        "SAMSA_OPERATOR_OPERATION_SECONDS",
+    ):
         value = os.environ.get(name)
         try:
             if value is not None and float(value) <= 0:
@@ -58,7 +63,7 @@ def main(argv: list[str] | None = None) -> None:
     check_environment()
     import kopf
 
-    import samsa_operator.handlers  # noqa: F401  (registers the handlers)
+    import samsa_operator.day2  # noqa: F401  (registers the handlers, day-2 operations too)
 
     kopf.configure(verbose=args.verbose)
     liveness = f"http://0.0.0.0:{args.health_port}/healthz" if args.health_port else None

@@ -136,6 +136,22 @@ class Metrics(Model):
     enabled: bool = Field(True, description="Advertise /metrics for Prometheus scraping.")
 
 
+class Operations(Model):
+    reassignment_throttle_bytes_per_second: int = Field(
+        50 * 1024 * 1024,
+        ge=0,
+        description="Replication rate of each broker for replicas being moved by a scale-up, "
+        "drain or replication-factor change (follower.replication.throttled.rate); 0: none.",
+    )
+    leader_imbalance_percentage: int = Field(
+        10,
+        ge=0,
+        le=100,
+        description="Preferred-leader election runs when a broker leads fewer than this "
+        "share of the partitions it is preferred leader of.",
+    )
+
+
 class KafkaClusterSpec(Model):
     brokers: Brokers = Field(default_factory=lambda: Brokers())
     config: dict[str, ConfigValue] = Field(
@@ -146,6 +162,7 @@ class KafkaClusterSpec(Model):
     rack: Rack | None = None
     pod_template: PodTemplate = Field(default_factory=lambda: PodTemplate())
     metrics: Metrics = Field(default_factory=lambda: Metrics())
+    operations: Operations = Field(default_factory=lambda: Operations())
 
     @field_validator("config")
     @classmethod
@@ -192,6 +209,9 @@ class BrokerStatus(Model):
     ready: bool = False
     rack: str | None = None
     config_hash: str | None = Field(None, description="Hash of this broker's properties.")
+    running_config_hash: str | None = Field(
+        None, description="configHash of the properties this broker was last seen running."
+    )
 
 
 class ZooKeeperStatus(Model):
@@ -199,6 +219,33 @@ class ZooKeeperStatus(Model):
     ready_replicas: int = 0
     replicas: int = 0
     connect: str | None = None
+
+
+class RollStatus(StatusModel):
+    phase: str | None = None
+    message: str | None = None
+    started_at: str | None = None
+    finished_at: str | None = None
+    pending: list[int] = Field(default_factory=list, description="Brokers still to restart.")
+    restarted: list[int] = Field(default_factory=list, description="Brokers restarted so far.")
+    reasons: dict[str, str] = Field(default_factory=dict, description="Why, by broker id.")
+    elections: int = Field(0, description="Preferred-leader elections run since the last restart.")
+
+
+class ScalingStatus(StatusModel):
+    phase: str | None = None
+    message: str | None = None
+    started_at: str | None = None
+    finished_at: str | None = None
+    from_replicas: int | None = None
+    to_replicas: int | None = None
+    remaining: int | None = Field(None, description="Partitions still to move.")
+    elections: int = Field(0, description="Preferred-leader elections run after the moves.")
+
+
+class ThrottleStatus(StatusModel):
+    rate: int = 0
+    brokers: list[int] = Field(default_factory=list)
 
 
 class KafkaClusterStatus(StatusModel):
@@ -211,6 +258,21 @@ class KafkaClusterStatus(StatusModel):
     zookeeper: ZooKeeperStatus | None = None
     controller_id: int | None = None
     cluster_id: str | None = None
+    roll: RollStatus | None = Field(None, description="The rolling restart in progress.")
+    last_roll: RollStatus | None = None
+    scaling: ScalingStatus | None = Field(
+        None, description="The scale-up rebalance or scale-down drain in progress."
+    )
+    last_scaling: ScalingStatus | None = None
+    throttle: ThrottleStatus | None = Field(
+        None, description="The replication throttle set while partitions move."
+    )
+
+
+class ReassignmentStatus(StatusModel):
+    replication_factor: int | None = None
+    remaining: int | None = None
+    started_at: str | None = None
 
 
 class TopicStatus(StatusModel):
@@ -220,6 +282,9 @@ class TopicStatus(StatusModel):
     topic_id: str | None = None
     partitions: int | None = None
     replication_factor: int | None = None
+    reassignment: ReassignmentStatus | None = Field(
+        None, description="The replication-factor change in progress."
+    )
 
 
 Kind = Literal["KafkaCluster", "Topic"]

@@ -52,6 +52,16 @@ class AssignmentError(ValueError):
     pass
 
 
+def _check_replication_factor(replication_factor: int, brokers: Sequence[Broker]) -> None:
+    if replication_factor < 1:
+        raise AssignmentError("the replication factor must be at least 1")
+    if replication_factor > len(brokers):
+        raise AssignmentError(
+            f"replication factor {replication_factor} is larger than the {len(brokers)} "
+            "available brokers"
+        )
+
+
 def assign(
     brokers: Sequence[Broker],
     partitions: int,
@@ -66,13 +76,7 @@ def assign(
     fewest partitions (of this topic first, then of the cluster), and each follower the broker
     holding the fewest replicas, on a rack this partition does not use yet while one is left.
     """
-    if replication_factor < 1:
-        raise AssignmentError("the replication factor must be at least 1")
-    if replication_factor > len(brokers):
-        raise AssignmentError(
-            f"replication factor {replication_factor} is larger than the {len(brokers)} "
-            "available brokers"
-        )
+    _check_replication_factor(replication_factor, brokers)
     existing = existing or {}
     topic = Load.of([existing])
     cluster = cluster_load or Load()
@@ -108,6 +112,57 @@ def assign(
         result[p] = replicas
         topic.add({p: replicas})
         cluster.add({p: replicas})
+    return result
+
+
+def change_replication_factor(
+    assignment: Mapping[int, Sequence[int]],
+    replication_factor: int,
+    brokers: Sequence[Broker],
+    cluster_load: Load | None = None,
+) -> Assignment:
+    """New replicas for the partitions whose replica count is not `replication_factor`.
+
+    Growing appends followers on the brokers (and racks) holding fewest replicas, ties going
+    round-robin from the leader as Kafka places them; shrinking drops the followers on the
+    busiest brokers. The preferred leader stays where it is.
+    """
+    _check_replication_factor(replication_factor, brokers)
+    rack = {b.id: b.rack for b in brokers}
+    ids = sorted(rack)
+    topic = Load.of([assignment])
+    cluster = cluster_load or Load.of([assignment])
+    result: Assignment = {}
+    for p in sorted(assignment):
+        replicas = list(assignment[p])
+        if len(replicas) == replication_factor:
+            continue
+        while len(replicas) < replication_factor:
+            used = {rack.get(r) for r in replicas}
+            new = min(
+                (b for b in rack if b not in replicas),
+                key=lambda b: (
+                    rack[b] is not None and rack[b] in used,
+                    topic.replicas[b],
+                    cluster.replicas[b],
+                    (ids.index(b) - ids.index(replicas[0])) % len(ids)
+                    if replicas[0] in rack
+                    else b,
+                    b,
+                ),
+            )
+            replicas.append(new)
+            topic.replicas[new] += 1
+            cluster.replicas[new] += 1
+        while len(replicas) > replication_factor:
+            drop = max(
+                replicas[1:],
+                key=lambda b: (b not in rack, topic.replicas[b], cluster.replicas[b], b),
+            )
+            replicas.remove(drop)
+            topic.replicas[drop] -= 1
+            cluster.replicas[drop] -= 1
+        result[p] = replicas
     return result
 
 
@@ -153,6 +208,8 @@ class TopicPlan:
     config_set: Mapping[str, str] = field(default_factory=dict)
     config_delete: Sequence[str] = ()
     refusal: Refusal | None = None
+    # Existing partitions whose replicas change (a replication-factor change).
+    reassign: Assignment | None = None
 
     @property
     def in_sync(self) -> bool:
@@ -162,6 +219,7 @@ class TopicPlan:
             or self.config_set
             or self.config_delete
             or self.refusal
+            or self.reassign
         )
 
 
@@ -192,14 +250,14 @@ def plan_topic(
                 f"{desired.partitions}: Kafka topics only grow",
             )
         )
-    if rf != current.replication_factor:
+    if rf > len(brokers):
         return TopicPlan(
             refusal=Refusal(
-                "ReplicationFactorChange",
-                f"spec.replicationFactor cannot change from {current.replication_factor} to "
-                f"{rf} yet: replication-factor changes need a partition reassignment",
+                "ReplicationFactorTooLarge",
+                f"spec.replicationFactor {rf} exceeds the {len(brokers)} brokers of the cluster",
             )
         )
+    reassign = change_replication_factor(current.assignment, rf, brokers, cluster_load) or None
     add = None
     if desired.partitions > current.partitions:
         add = assign(
@@ -211,7 +269,9 @@ def plan_topic(
         )
     config_set = {k: v for k, v in desired.config.items() if current.config.get(k) != v}
     config_delete = sorted(k for k in current.config if k not in desired.config)
-    return TopicPlan(add_partitions=add, config_set=config_set, config_delete=config_delete)
+    return TopicPlan(
+        add_partitions=add, config_set=config_set, config_delete=config_delete, reassign=reassign
+    )
 
 
 # -- day-2 rules ------------------------------------------------------------------------------

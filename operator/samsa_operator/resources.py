@@ -6,12 +6,18 @@ Services, ConfigMap of per-broker properties, PodDisruptionBudget, and the exter
 when an external listener is asked for.
 
 Each broker's properties live in the ConfigMap under `broker-<id>.properties`; their hash is
-kept out of the pod template so one broker's change never rolls the others.
+kept out of the pod template so one broker's change never rolls the others. What every
+broker's address and ZooKeeper derive from (listeners, ZooKeeper connect, racks) is hashed
+into the pod template, so a change there rolls them all.
+
+The broker StatefulSet keeps its current size while a scale-down drains the brokers that go
+(`Cluster.current_brokers`); it grows at once.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -23,7 +29,12 @@ Obj = dict[str, Any]
 DEFAULT_BROKER_IMAGE = "ghcr.io/samsa-dev/samsa:0.1.0"
 MANAGED_BY = "samsa-operator"
 RACK_ANNOTATION = "kafka.samsa.dev/rack"
+# On a broker pod: the hash of the properties its broker was verified to run.
 CONFIG_HASH_ANNOTATION = "kafka.samsa.dev/config-hash"
+# In the pod template: the hash of the settings every broker's properties derive from.
+PLACEMENT_HASH_ANNOTATION = "kafka.samsa.dev/placement-hash"
+# On a KafkaCluster (every broker) or a broker pod (that one): restart through a roll.
+MANUAL_ROLL_ANNOTATION = "kafka.samsa.dev/manual-rolling-update"
 
 HTTP_PORT = 9644
 ZK_CLIENT_PORT = 2181
@@ -44,6 +55,12 @@ class Cluster:
     uid: str
     spec: KafkaClusterSpec
     broker_image: str = DEFAULT_BROKER_IMAGE
+    current_brokers: int | None = None  # the broker StatefulSet's size now, if it exists
+
+    @property
+    def broker_count(self) -> int:
+        """Broker pods to run: the spec's number, or more while a scale-down drains."""
+        return max(self.spec.brokers.replicas, self.current_brokers or 0)
 
     # Names of the children, in one place so handlers and tests agree.
     @property
@@ -117,7 +134,7 @@ class Cluster:
 
     @property
     def external_bootstrap_servers(self) -> str | None:
-        addresses = [self.external_address(i) for i in range(self.spec.brokers.replicas)]
+        addresses = [self.external_address(i) for i in range(self.broker_count)]
         return ",".join(f"{a[0]}:{a[1]}" for a in addresses if a) or None
 
     def labels(self, component: str) -> dict[str, str]:
@@ -202,7 +219,7 @@ def broker_configs(cluster: Cluster) -> dict[str, str]:
     """ConfigMap data: one properties file per broker id."""
     return {
         f"broker-{i}.properties": render_properties(broker_properties(cluster, i))
-        for i in range(cluster.spec.brokers.replicas)
+        for i in range(cluster.broker_count)
     }
 
 
@@ -212,6 +229,13 @@ def broker_config_hashes(cluster: Cluster) -> dict[int, str]:
         int(name.removeprefix("broker-").removesuffix(".properties")): config_hash(text)
         for name, text in broker_configs(cluster).items()
     }
+
+
+def placement_hash(cluster: Cluster) -> str:
+    """Hash of what the operator-owned properties derive from: a change rolls every broker."""
+    listeners = cluster.spec.listeners.model_dump(mode="json", by_alias=True)
+    rack = cluster.spec.rack.model_dump(mode="json", by_alias=True) if cluster.spec.rack else None
+    return config_hash(json.dumps([cluster.zookeeper_connect, listeners, rack], sort_keys=True))
 
 
 def external_container_port(cluster: Cluster) -> int:
@@ -452,13 +476,18 @@ def broker_statefulset(cluster: Cluster) -> Obj:
     spec = cluster.spec
     component = "kafka"
     port = cluster.internal_port
-    pod_meta: Obj = {"labels": cluster.labels(component)}
+    pod_meta: Obj = {
+        "labels": cluster.labels(component),
+        "annotations": {PLACEMENT_HASH_ANNOTATION: placement_hash(cluster)},
+    }
     if spec.metrics.enabled:
-        pod_meta["annotations"] = {
-            "prometheus.io/scrape": "true",
-            "prometheus.io/port": str(HTTP_PORT),
-            "prometheus.io/path": "/metrics",
-        }
+        pod_meta["annotations"].update(
+            {
+                "prometheus.io/scrape": "true",
+                "prometheus.io/port": str(HTTP_PORT),
+                "prometheus.io/path": "/metrics",
+            }
+        )
     ports: list[Obj] = [
         {"name": "kafka", "containerPort": port},
         {"name": "http", "containerPort": HTTP_PORT},
@@ -532,7 +561,7 @@ def broker_statefulset(cluster: Cluster) -> Obj:
         "metadata": cluster.meta(cluster.broker_sts, component),
         "spec": {
             "serviceName": cluster.broker_headless,
-            "replicas": spec.brokers.replicas,
+            "replicas": cluster.broker_count,
             "podManagementPolicy": "Parallel",
             # Pods are restarted by the operator, one at a time, never by the controller.
             "updateStrategy": {"type": "OnDelete"},
@@ -576,7 +605,7 @@ def external_services(cluster: Cluster) -> list[Obj]:
     c = "kafka"
     target = "external"
     out = []
-    for i in range(cluster.spec.brokers.replicas):
+    for i in range(cluster.broker_count):
         address = cluster.external_address(i)
         assert address is not None
         port: Obj = {"name": "external", "port": address[1], "targetPort": target}

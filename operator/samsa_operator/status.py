@@ -70,7 +70,7 @@ def cluster_status(
     hashes = resources.broker_config_hashes(cluster)
     pods = {p["metadata"]["name"]: p for p in broker_pods}
     brokers = []
-    for broker_id in range(spec.brokers.replicas):
+    for broker_id in range(cluster.broker_count):
         name = cluster.broker_pod(broker_id)
         pod = pods.get(name)
         annotations = (pod or {}).get("metadata", {}).get("annotations", {}) or {}
@@ -81,6 +81,7 @@ def cluster_status(
                 "ready": bool(pod and pod_ready(pod)),
                 "rack": annotations.get(resources.RACK_ANNOTATION),
                 "configHash": hashes[broker_id],
+                "runningConfigHash": annotations.get(resources.CONFIG_HASH_ANNOTATION),
             }
         )
     ready_brokers = sum(b["ready"] for b in brokers)

@@ -279,16 +279,16 @@ def load_yaml_documents(path: Path) -> list[dict[str, Any]]:
     return [d for d in yaml.safe_load_all(path.read_text()) if d]
 
 
-def verbs_used(stand: KubeStand) -> set[tuple[str, str, str]]:
-    """(API group, resource[/subresource], verb) of every request not made by kubectl."""
+def verbs_used(
+    stand: KubeStand, others: tuple[str, ...] = ("kubectl",)
+) -> set[tuple[str, str, str]]:
+    """(API group, resource[/subresource], verb) of every request but those whose User-Agent
+    names one of `others` (kubectl, the tests' kubelet)."""
     used = set()
     for request in stand._requests:
         resource = request.resource
-        if (
-            resource is None
-            or not resource.plural
-            or "kubectl" in request.headers.get("User-Agent", "")
-        ):
+        agent = request.headers.get("User-Agent", "")
+        if resource is None or not resource.plural or any(o in agent for o in others):
             continue
         method = request.method.value
         if method == "GET":

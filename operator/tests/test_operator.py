@@ -347,14 +347,14 @@ async def test_topic_is_created_with_the_operators_assignment_and_grown(
     assert assignment == {**first, **reconcile.assign(brokers, 2, 1, existing=first)}
     assert configs["retention.ms"] == "7200000"
 
-    # Partitions never shrink; the replication factor does not change here: both refused.
+    # Partitions never shrink; a replication factor above the brokers: both refused.
     await apply(kubectl, topic(2))
     await eventually(
         lambda: _reason_is(kubectl, "kt", "clicks", "PartitionDecrease"), what="refusal"
     )
     await apply(kubectl, topic(5, rf=2))
     await eventually(
-        lambda: _reason_is(kubectl, "kt", "clicks", "ReplicationFactorChange"), what="refusal"
+        lambda: _reason_is(kubectl, "kt", "clicks", "ReplicationFactorTooLarge"), what="refusal"
     )
     assert len(describe(admin, "web.clicks")[0]) == 5
 

@@ -96,7 +96,7 @@ def test_plan_grows_and_alters_configs() -> None:
     ("desired", "current", "reason"),
     [
         (DesiredTopic("t", 1, 2, {}), state(3, 2), "PartitionDecrease"),
-        (DesiredTopic("t", 3, 3, {}), state(3, 2), "ReplicationFactorChange"),
+        (DesiredTopic("t", 3, 4, {}), state(3, 2), "ReplicationFactorTooLarge"),
         (DesiredTopic("t", 3, 4, {}), None, "ReplicationFactorTooLarge"),
     ],
 )
@@ -104,6 +104,16 @@ def test_plan_refusals(desired: DesiredTopic, current: TopicState | None, reason
     plan = reconcile.plan_topic(desired, current, BROKERS)
     assert plan.refusal is not None and plan.refusal.reason == reason
     assert plan.create is None and plan.add_partitions is None
+
+
+def test_plan_changes_the_replication_factor_by_reassignment() -> None:
+    current = state(3, 2)
+    plan = reconcile.plan_topic(DesiredTopic("t", 3, 3, {}), current, BROKERS)
+    assert plan.refusal is None and plan.reassign is not None and not plan.in_sync
+    assert sorted(plan.reassign) == [0, 1, 2]
+    for partition, replicas in plan.reassign.items():
+        assert replicas[:2] == list(current.assignment[partition])
+        assert sorted(replicas) == [0, 1, 2]
 
 
 def p(replicas: list[int], isr: list[int], min_isr: int) -> PartitionState:

@@ -51,7 +51,8 @@ log = logging.getLogger(__name__)
 
 
 class _LateHandler:
-    """Lets the socket bind (and learn its port) before the request handler exists."""
+    """Lets the socket bind (and learn its port) before the request handler exists; the
+    socket accepts nothing until it does."""
 
     def __init__(self) -> None:
         self.target: KafkaApis | None = None
@@ -149,7 +150,7 @@ class KafkaServer:
                 name=bind.listener,
                 on_connection_change=self.metrics.connections.inc,
             )
-            await server.start()
+            await server.start(serving=False)
             self.socket_servers[bind.listener] = server
             endpoints.append(self.listeners.advertised_for(bind.listener, server.port))
         inter = next(e for e in endpoints if e.listener == self.listeners.inter_broker)
@@ -207,6 +208,8 @@ class KafkaServer:
             producer_id_manager=self.producer_id_manager,
         )
         late.target = KafkaApis(services, default_apis())
+        for server in self.socket_servers.values():
+            await server.serve()
         if self.cluster is not None:
             await self.cluster.register()
             services.controller = await self.cluster.start_controller()

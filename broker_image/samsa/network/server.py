@@ -338,13 +338,25 @@ class SocketServer:
         )
         self._server: asyncio.Server | None = None
 
-    async def start(self) -> None:
+    async def start(self, serving: bool = True) -> None:
+        """Bind (learning the port). With serving=False nothing is accepted until `serve()`:
+        connections are refused meanwhile, so no request arrives before its handler can
+        answer (Kafka starts its acceptors last, for the same reason)."""
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
-            lambda: Connection(self), self.host, self.port, reuse_address=True, backlog=1024
+            lambda: Connection(self),
+            self.host,
+            self.port,
+            reuse_address=True,
+            backlog=1024,
+            start_serving=serving,
         )
         sock = self._server.sockets[0]
         self.port = sock.getsockname()[1]
+
+    async def serve(self) -> None:
+        assert self._server is not None
+        await self._server.start_serving()
 
     @property
     def bound_port(self) -> int:

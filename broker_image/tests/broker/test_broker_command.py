@@ -88,3 +88,33 @@ def test_config_file_and_sigterm(tmp_path: Path) -> None:
     assert "Traceback" not in err
     assert "stopped" in err
     assert (tmp_path / "data" / "meta.properties").exists()
+
+
+def test_a_broker_still_joining_its_cluster_refuses_connections(tmp_path: Path) -> None:
+    """Its socket is bound (the port is known) but accepts nothing before requests can be
+    answered: before, they failed on an assertion and the connection was dropped."""
+    port, nowhere = free_port(), free_port()  # no ZooKeeper listens on `nowhere`
+    log = tmp_path / "broker.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [
+                *SAMSA,
+                "broker",
+                "--data-dir",
+                str(tmp_path / "data"),
+                "--listen",
+                f"127.0.0.1:{port}",
+                "--override",
+                f"zookeeper.connect=127.0.0.1:{nowhere}",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        # ZooKeeper refuses: the broker is joining its cluster, past binding its socket.
+        wait_until(lambda: "Connection refused" in log.read_text(), 30)
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection(("127.0.0.1", port), 2).close()
+    finally:
+        proc.kill()
+        proc.wait(10)

@@ -1,4 +1,5 @@
-"""Helpers of the cluster tests: clients, an acknowledgement oracle, cluster inspection."""
+"""Helpers of the cluster tests (and of tests/integration): clients, an acknowledgement
+oracle, cluster inspection."""
 
 from __future__ import annotations
 
@@ -7,15 +8,21 @@ import time
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka_support import wait_until as _wait_until
 
-from samsa.local.cluster import LocalCluster
-
 T = TypeVar("T")
+
+
+class Cluster(Protocol):
+    """Anything clients can bootstrap from: a LocalCluster, or brokers an operator runs."""
+
+    @property
+    def bootstrap_servers(self) -> str: ...
+
 
 # Timeouts short enough for tests, long enough for two busy cores.
 FAST = {
@@ -37,19 +44,19 @@ def wait_until(
     return _wait_until(predicate, timeout, interval, what, retry_on=(Exception,))
 
 
-def admin(cluster: LocalCluster) -> AdminClient:
+def admin(cluster: Cluster) -> AdminClient:
     return AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
 
 
 def create_topic(
-    cluster: LocalCluster, name: str, partitions: int = 3, rf: int = 3, **config: str
+    cluster: Cluster, name: str, partitions: int = 3, rf: int = 3, **config: str
 ) -> None:
     a = admin(cluster)
     a.create_topics([NewTopic(name, partitions, rf, config=config)])[name].result(30)
     wait_until(lambda: all(leader(cluster, name, p) >= 0 for p in range(partitions)), 30)
 
 
-def partition_info(cluster: LocalCluster, topic: str, partition: int) -> Any:
+def partition_info(cluster: Cluster, topic: str, partition: int) -> Any:
     md = admin(cluster).list_topics(topic, timeout=5)
     t = md.topics.get(topic)
     if t is None or t.error is not None:
@@ -57,12 +64,12 @@ def partition_info(cluster: LocalCluster, topic: str, partition: int) -> Any:
     return t.partitions.get(partition)
 
 
-def leader(cluster: LocalCluster, topic: str, partition: int) -> int:
+def leader(cluster: Cluster, topic: str, partition: int) -> int:
     p = partition_info(cluster, topic, partition)
     return -1 if p is None else int(p.leader)
 
 
-def isr(cluster: LocalCluster, topic: str, partition: int) -> list[int]:
+def isr(cluster: Cluster, topic: str, partition: int) -> list[int]:
     p = partition_info(cluster, topic, partition)
     return [] if p is None else sorted(p.isrs)
 
@@ -91,7 +98,7 @@ class LoadProducer:
     """A producer thread writing numbered values as fast as delivery allows."""
 
     def __init__(
-        self, cluster: LocalCluster, topic: str, idempotent: bool = True, **config: Any
+        self, cluster: Cluster, topic: str, idempotent: bool = True, **config: Any
     ) -> None:
         self.oracle = Oracle()
         self.topic = topic
@@ -137,7 +144,7 @@ class LoadProducer:
 
 
 def consume_all(
-    cluster: LocalCluster, topic: str, partitions: int
+    cluster: Cluster, topic: str, partitions: int
 ) -> dict[int, list[tuple[int, bytes]]]:
     """Every record of every partition, from the start to the current end."""
     c = Consumer(

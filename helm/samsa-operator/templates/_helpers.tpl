@@ -40,9 +40,11 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 - apiGroups: [policy]
   resources: [poddisruptionbudgets]
   verbs: [get, list, create, patch, delete]
+# Day-2 operations restart broker and ZooKeeper pods one at a time (their StatefulSets use
+# OnDelete) and record on each broker pod the configuration it runs.
 - apiGroups: [""]
   resources: [pods]
-  verbs: [list, patch]
+  verbs: [list, patch, delete]
 - apiGroups: [""]
   resources: [events]
   verbs: [create]

@@ -1,0 +1,329 @@
+"""Day-2 operations against real brokers: how long the operator takes to roll 3 brokers and to
+rebalance 1 GB from 3 brokers to 5, and the producer's latency meanwhile, beside the same
+load with no operation.
+
+The operator runs as in its image (``python -m samsa_operator``) against the API stand-in,
+and the brokers are real processes run by the test kubelet, as in tests/integration. The load
+is an idempotent acks=all producer at a fixed rate in a process of its own; latency is from
+``produce()`` to its acknowledgement.
+
+``python -m bench.operations load ...`` is that producer (the harness starts it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from bench.procs import free_port
+from bench.table import Row, percentile
+
+REPO = Path(__file__).resolve().parents[1]
+# The API stand-in, the kubelet and their helpers are the day-2 tests' own.
+HELPERS = (
+    "operator/tests",
+    "broker_image/tests",
+    "broker_image/tests/cluster",
+    "tests/integration",
+)
+RATE, SIZE = 1000, 1024  # the measured load: 1 MB/s of 1 KB records
+THROTTLE = 50 << 20  # bytes a second into each broker while partitions move
+KC = "/apis/kafka.samsa.dev/v1alpha1/namespaces/default/kafkaclusters"
+
+
+def run(quick: bool = False) -> list[Row]:
+    return asyncio.run(_run(quick))
+
+
+async def _run(quick: bool) -> list[Row]:
+    for folder in HELPERS:
+        if str(REPO / folder) not in sys.path:
+            sys.path.insert(0, str(REPO / folder))
+    quiet = 10.0 if quick else 30.0
+    bulk_bytes = (100 if quick else 1000) * 1_000_000
+    rows = []
+    async with _cluster() as (kubelet, bootstrap):
+        from cluster_support import create_topic
+
+        await asyncio.to_thread(create_topic, _Brokers(bootstrap), "latency", 6, 3)
+        await asyncio.to_thread(create_topic, _Brokers(bootstrap), "bulk", 12, 3)
+        rows.append(_row("no operation", await _quiet_load(bootstrap, quiet)))
+        result, took = await _under_load(bootstrap, _roll(kubelet))
+        rows.append(_row("rolling restart, 3 brokers", result, f"took {took:.0f} s"))
+        await asyncio.to_thread(_fill, bootstrap, "bulk", bulk_bytes)
+        rows.append(
+            _row(
+                f"no operation, {bulk_bytes // 10**6} MB more", await _quiet_load(bootstrap, quiet)
+            )
+        )
+        result, took = await _under_load(bootstrap, _scale(kubelet, 5))
+        rows.append(
+            _row(
+                f"rebalance 3 to 5 brokers, {bulk_bytes // 10**6} MB",
+                result,
+                f"took {took:.0f} s, throttle {THROTTLE >> 20} MiB/s",
+            )
+        )
+    return rows
+
+
+class _Brokers:
+    def __init__(self, bootstrap: str) -> None:
+        self.bootstrap_servers = bootstrap
+
+
+@asynccontextmanager
+async def _cluster() -> AsyncIterator[tuple[Any, str]]:
+    """ZooKeeper, the API stand-in with the CRDs, the operator, the kubelet, 3 brokers."""
+    from day2_support import manifest, wait_ready
+    from kmock import Server
+    from kube_stand import KubeStand
+    from kubelet import Api, Kubelet
+
+    from samsa.local import ZooKeeperServer
+
+    work = Path(tempfile.mkdtemp(prefix="samsa-bench-ops-"))
+    with ZooKeeperServer(work / "zookeeper") as zk:
+        async with KubeStand() as stand, Server(stand):
+            url = str(stand.url).rstrip("/")
+            kubeconfig = work / "kubeconfig"
+            _write_kubeconfig(kubeconfig, url)
+            kubelet = Kubelet(Api(url), work / "kubelet").start()
+            for crd in sorted((REPO / "crds").glob("*.yaml")):
+                await kubelet.api.create(
+                    "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+                    yaml.safe_load(crd.read_text()),
+                )
+            operator = _start_operator(kubeconfig, work / "operator.log")
+            try:
+                body = json.loads(manifest(zk, kubelet, 3, throttle=THROTTLE))
+                await kubelet.api.create(KC, body)
+                await wait_ready(kubelet.api, 3, within=180)
+                yield kubelet, kubelet.bootstrap(3)
+            finally:
+                os.killpg(operator.pid, signal.SIGKILL)
+                operator.wait()
+                await kubelet.stop()
+
+
+def _write_kubeconfig(path: Path, server: str) -> None:
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "stand", "cluster": {"server": server}}],
+        "users": [{"name": "stand", "user": {"token": "stand"}}],
+        "contexts": [
+            {
+                "name": "stand",
+                "context": {"cluster": "stand", "user": "stand", "namespace": "default"},
+            }
+        ],
+        "current-context": "stand",
+    }
+    path.write_text(yaml.safe_dump(config))
+
+
+def _start_operator(kubeconfig: Path, log: Path) -> subprocess.Popen[bytes]:
+    env = {
+        **os.environ,
+        "KUBECONFIG": str(kubeconfig),
+        "SAMSA_OPERATOR_PEERING": "",
+        "SAMSA_OPERATOR_RESYNC_SECONDS": "3",
+        "SAMSA_OPERATOR_OPERATION_SECONDS": "1",
+        "SAMSA_OPERATOR_KAFKA_TIMEOUT": "5",
+        "SAMSA_OPERATOR_HEALTH_PORT": str(free_port()),
+    }
+    with log.open("wb") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "samsa_operator"],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
+async def _roll(kubelet: Any) -> None:
+    from day2_support import KC_PATH, wait_status
+
+    patch = {"metadata": {"annotations": {"kafka.samsa.dev/manual-rolling-update": "true"}}}
+    await kubelet.api.patch(KC_PATH, patch)
+
+    def done(status: dict[str, Any]) -> bool:
+        last = status.get("lastRoll") or {}
+        return status.get("roll") is None and len(last.get("restarted", [])) == 3
+
+    await wait_status(kubelet.api, done, "the roll", 600)
+
+
+def _scale(kubelet: Any, brokers: int) -> Any:
+    async def scale() -> None:
+        from day2_support import KC_PATH, wait_status
+
+        await kubelet.api.patch(KC_PATH, {"spec": {"brokers": {"replicas": brokers}}})
+
+        def done(status: dict[str, Any]) -> bool:
+            last = status.get("lastScaling") or {}
+            return status.get("scaling") is None and last.get("toReplicas") == brokers
+
+        await wait_status(kubelet.api, done, "the rebalance", 1800)
+
+    return scale()
+
+
+# -- the load -------------------------------------------------------------------------------
+
+
+def _start_load(bootstrap: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "bench.operations", "load", "--bootstrap", bootstrap],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+    )
+
+
+def _stop_load(proc: subprocess.Popen[str]) -> dict[str, Any]:
+    out, _ = proc.communicate("stop\n", timeout=180)
+    return dict(json.loads(out.strip().splitlines()[-1]))
+
+
+async def _quiet_load(bootstrap: str, seconds: float) -> dict[str, Any]:
+    proc = _start_load(bootstrap)
+    await asyncio.sleep(seconds)  # the measurement window, not a synchronisation
+    return await asyncio.to_thread(_stop_load, proc)
+
+
+async def _under_load(bootstrap: str, operation: Any) -> tuple[dict[str, Any], float]:
+    proc = _start_load(bootstrap)
+    await asyncio.sleep(2)  # the producer settles before the operation starts
+    started = time.monotonic()
+    await operation
+    took = time.monotonic() - started
+    return await asyncio.to_thread(_stop_load, proc), took
+
+
+def _fill(bootstrap: str, topic: str, total: int) -> None:
+    size = 10_000
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench.clients",
+            "samsa",
+            "produce",
+            "--endpoint",
+            bootstrap,
+            "--stream",
+            topic,
+            "--count",
+            str(total // size),
+            "--size",
+            str(size),
+            "--acks",
+            "all",
+        ],
+        check=True,
+        capture_output=True,
+        cwd=REPO,
+        timeout=1800,
+    )
+
+
+def _row(workload: str, result: dict[str, Any], note: str = "") -> Row:
+    errors = result["errors"]
+    return Row(
+        workload,
+        "samsa",
+        SIZE,
+        result["acked"] / result["seconds"],
+        result["acked"] * SIZE / 1e6 / result["seconds"],
+        result["p50_ms"],
+        result["p99_ms"],
+        result["p999_ms"],
+        note=", ".join(x for x in (note, f"{errors} errors" if errors else "") if x),
+    )
+
+
+def load_main(argv: list[str]) -> None:
+    """Produce RATE records a second until a line arrives on stdin; print the latencies."""
+    from confluent_kafka import Producer
+
+    parser = argparse.ArgumentParser(prog="python -m bench.operations load")
+    parser.add_argument("--bootstrap", required=True)
+    parser.add_argument("--topic", default="latency")
+    parser.add_argument("--rate", type=float, default=RATE)
+    args = parser.parse_args(argv)
+    stop = threading.Event()
+
+    def wait_for_stop() -> None:
+        sys.stdin.readline()
+        stop.set()
+
+    threading.Thread(target=wait_for_stop, daemon=True).start()
+    producer = Producer(
+        {
+            "bootstrap.servers": args.bootstrap,
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": 1,
+            "message.timeout.ms": 300_000,
+        }
+    )
+    latencies: list[float] = []
+    errors = 0
+
+    def delivered(sent: float) -> Callable[[Any, Any], None]:
+        def callback(err: Any, _msg: Any) -> None:
+            nonlocal errors
+            if err is not None:
+                errors += 1
+            else:
+                latencies.append((time.perf_counter() - sent) * 1000)
+
+        return callback
+
+    value = b"x" * SIZE
+    started = time.perf_counter()
+    due = started
+    while not stop.is_set():
+        due += 1 / args.rate
+        wait = due - time.perf_counter()
+        producer.poll(max(wait, 0))
+        sent = time.perf_counter()
+        producer.produce(args.topic, value, on_delivery=delivered(sent))
+    seconds = time.perf_counter() - started
+    producer.flush(300)
+    ordered = sorted(latencies)
+    print(
+        json.dumps(
+            {
+                "acked": len(ordered),
+                "errors": errors,
+                "seconds": seconds,
+                "p50_ms": percentile(ordered, 0.5),
+                "p99_ms": percentile(ordered, 0.99),
+                "p999_ms": percentile(ordered, 0.999),
+            }
+        ),
+        flush=True,
+    )
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["load"]:
+    load_main(sys.argv[2:])
