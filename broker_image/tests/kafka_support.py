@@ -265,10 +265,14 @@ def log_end(port: int, topic: str, partition: int = 0) -> int:
     return offset
 
 
-def api_versions_v3(wire: Wire) -> dict[int, tuple[int, int]]:
+def api_versions_request() -> Any:
+    """An ApiVersions v3 request body."""
     cls = load_request_schema(18, 3)
-    body = cls(client_software_name="robustness", client_software_version="1.0")
-    response = wire.request(18, 3, body)
+    return cls(client_software_name="robustness", client_software_version="1.0")
+
+
+def api_versions_v3(wire: Wire) -> dict[int, tuple[int, int]]:
+    response = wire.request(18, 3, api_versions_request())
     assert int(response.error_code.value) == NONE
     return {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
 

@@ -21,6 +21,7 @@ from samsa.protocol.messages import (
     request_is_flexible,
     response_type,
 )
+from samsa.protocol.pipelining import Deferred
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +59,7 @@ class KafkaApis:
 
     def handle(
         self, frame: bytes | memoryview, conn: ClientConnection
-    ) -> Chunks | Awaitable[Any] | None:
+    ) -> Chunks | Awaitable[Any] | Deferred | None:
         started = time.perf_counter()
         try:
             key, version, correlation_id = peek_api(frame)
@@ -100,6 +101,8 @@ class KafkaApis:
             raise CloseConnection from None
         ctx = RequestContext(header, conn)
         result = api.handle(self.services, ctx, request)
+        if isinstance(result, Deferred):
+            return Deferred(self._finish_later(api, ctx, result.awaitable, started))
         if inspect.isawaitable(result):
             return self._finish_later(api, ctx, result, started)
         return self._finish(api, ctx, result, started)

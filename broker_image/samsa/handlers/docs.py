@@ -58,6 +58,12 @@ DIFFERENCES = """\
 - **Errors close the connection where Kafka does**: an unknown API key, an unsupported version
   (except ApiVersions, answered with a v0 UNSUPPORTED_VERSION response), a frame larger than
   `socket.request.max.bytes`, or bytes that do not decode. Other connections are unaffected.
+- **An acks=all Produce does not hold its connection while it waits for the ISR.** Kafka
+  handles one request per connection at a time, so a client pipelining small acks=all
+  requests waits one replication round trip per request. Samsa appends a request's records,
+  then goes on to the requests behind it while the ISR catches up (at most 128 such answers
+  owed per connection); answers still leave in request order, and the appends happen in
+  arrival order, so idempotent sequences and ordering are as in Kafka.
 """
 
 

@@ -10,6 +10,7 @@ from samsa.metadata import TopicPartition
 from samsa.protocol.errors import CloseConnection, ErrorCode
 from samsa.protocol.fast import ProducePartitionResult, ProduceTopicResult, encode_produce_response
 from samsa.protocol.messages import ms
+from samsa.protocol.pipelining import Deferred
 from samsa.protocol.produce_request import parse_produce_request
 from samsa.replica import ProducePartitionResponse
 
@@ -76,7 +77,8 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
             results.append(result)
         topics.append(ProduceTopicResult(name, results))
     if waiting:
-        return _await_acks(services, ctx, topics, waiting, ms(request.timeout))
+        # The records are appended: later requests on this connection need not wait for the ISR.
+        return Deferred(_await_acks(services, ctx, topics, waiting, ms(request.timeout)))
     if acks == 0:
         # The producer reads no answer, so closing the connection is how it learns of an error
         # (Kafka does the same) and refreshes its metadata.

@@ -1,9 +1,11 @@
 """SocketServer: accepts Kafka connections and turns their bytes into size-delimited frames.
 
-Each connection handles one request at a time, in arrival order, like Kafka's muted channels:
-a request that completes synchronously (most of them) is answered at once, and the answers to a
-burst of pipelined requests leave in one transport write.  A request whose handler returns an
-awaitable (a long-polling fetch, acks=all) holds the requests behind it until it completes.
+Each connection handles its requests in arrival order and answers them in that order, like
+Kafka's muted channels: a request that completes synchronously (most of them) is answered at
+once, and the answers to a burst of pipelined requests leave in one transport write. A request
+whose handler returns an awaitable (a long-polling fetch) holds the requests behind it until it
+completes. A Deferred one (acks=all waiting for the ISR: its records already appended) does
+not: the requests behind it are handled meanwhile and their answers queue behind its answer.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Protocol, TypeAlias, cast
 
 from samsa.protocol.errors import CloseConnection
 from samsa.protocol.fileregion import FileRegion
+from samsa.protocol.pipelining import Deferred
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +36,10 @@ _INITIAL_BUFFER = 256 * 1024
 # Stop reading from a client that pipelines faster than we answer.
 _MAX_PENDING_FRAMES = 64
 _LARGE_CHUNK = 64 * 1024
+# Deferred answers a connection may owe before it stops handling requests (Kafka clients keep
+# at most max.in.flight.requests.per.connection, 5 by default for librdkafka's idempotence, but
+# librdkafka's default without it is a million).
+_MAX_DEFERRED = 128
 
 
 def _write_joined(transport: asyncio.Transport, small: list[Chunk]) -> None:
@@ -62,8 +69,11 @@ class Connection(asyncio.BufferedProtocol):
         self.start = 0
         self.end = 0
         self.pending: deque[bytes] = deque()
+        # A non-deferred awaitable is running: nothing more is handled until it completes.
         self.busy = False
-        self.inflight: asyncio.Future[Response] | None = None
+        # Answers owed, in request order: a task still running, or an answer held behind one.
+        self.slots: deque[asyncio.Future[Response] | list[Chunk]] = deque()
+        self.deferred = 0
         # Chunks queued behind a file region being sent; requests wait while it drains.
         self.backlog: deque[Chunk] = deque()
         self.sender: asyncio.Future[None] | None = None
@@ -91,8 +101,7 @@ class Connection(asyncio.BufferedProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self.pending.clear()
-        if self.inflight is not None:
-            self.inflight.cancel()
+        self._drop_slots()
         if self in self.server.connections:
             self.server.connections.discard(self)
             self.server.on_connection_change(-1)
@@ -129,7 +138,7 @@ class Connection(asyncio.BufferedProtocol):
             body_start = self.start + 4
             self.start = body_start + size
             body = self.view[body_start : self.start]
-            if self.busy or self.pending or self.writing_paused or self.sender is not None:
+            if self.pending or self._blocked():
                 self.pending.append(bytes(body))
             else:
                 # Decoded in place: handlers copy what they keep, so the buffer can be reused.
@@ -154,6 +163,15 @@ class Connection(asyncio.BufferedProtocol):
         self._process()
 
     # internals
+
+    def _blocked(self) -> bool:
+        return (
+            self.busy
+            or self.writing_paused
+            or self.sender is not None
+            or self.deferred >= _MAX_DEFERRED
+            or self.closed
+        )
 
     def _make_room(self, needed: int) -> None:
         """Compact the unread bytes to the front, growing the buffer if a frame needs it."""
@@ -191,24 +209,26 @@ class Connection(asyncio.BufferedProtocol):
         if result is None:
             return
         if isinstance(result, (list, tuple)):
-            out.extend(result)
+            if self.slots:
+                self.slots.append(list(result))  # behind an answer still owed
+            else:
+                out.extend(result)
             return
-        self.busy = True
         self._flush(out)
         out.clear()
-        task = asyncio.ensure_future(cast(Awaitable[Response], result))
-        self.inflight = task
-        task.add_done_callback(self._completed)
+        if isinstance(result, Deferred):
+            task = asyncio.ensure_future(cast(Awaitable[Response], result.awaitable))
+            self.deferred += 1
+            task.add_done_callback(self._deferred_done)
+        else:
+            task = asyncio.ensure_future(cast(Awaitable[Response], result))
+            self.busy = True
+            task.add_done_callback(self._busy_done)
+        self.slots.append(task)
 
     def _process(self) -> None:
         out: list[Chunk] = []
-        while (
-            self.pending
-            and not self.busy
-            and not self.closed
-            and not self.writing_paused
-            and self.sender is None
-        ):
+        while self.pending and not self._blocked():
             self._handle(self.pending.popleft(), out)
         self._flush(out)
         if self.reading_paused and len(self.pending) < _MAX_PENDING_FRAMES // 2 and not self.closed:
@@ -216,28 +236,60 @@ class Connection(asyncio.BufferedProtocol):
             assert self.transport is not None
             self.transport.resume_reading()
 
-    def _completed(self, task: asyncio.Future[Response]) -> None:
+    def _busy_done(self, task: asyncio.Future[Response]) -> None:
         self.busy = False
-        self.inflight = None
+        self._completed(task)
+
+    def _deferred_done(self, task: asyncio.Future[Response]) -> None:
+        self.deferred -= 1
+        self._completed(task)
+
+    def _completed(self, task: asyncio.Future[Response]) -> None:
         if self.closed:
             return
+        if not self._failed(task):
+            self._send_owed()
+        if not self.closed:
+            self._process()
+
+    def _failed(self, task: asyncio.Future[Response]) -> bool:
+        """Whether the task ended without an answer; the connection is then closed, since the
+        client can no longer match answers to its requests."""
         if task.cancelled():
             self.close()
-            return
+            return True
         exc = task.exception()
-        if exc is not None:
-            if not isinstance(exc, CloseConnection):
-                log.error(
-                    "request from %s failed; closing the connection",
-                    self.peer,
-                    exc_info=exc,
-                )
-            self.close()
-            return
-        result = task.result()
-        if result:
-            self._flush(list(result))
-        self._process()
+        if exc is None:
+            return False
+        if not isinstance(exc, CloseConnection):
+            log.error("request from %s failed; closing the connection", self.peer, exc_info=exc)
+        self.close()
+        return True
+
+    def _send_owed(self) -> None:
+        """Write the owed answers from the front, up to the first one still being worked on."""
+        out: list[Chunk] = []
+        while self.slots:
+            head = self.slots[0]
+            if isinstance(head, list):
+                out.extend(head)
+            elif not head.done():
+                break
+            elif self._failed(head):
+                _release(out)
+                return
+            else:
+                out.extend(head.result() or ())
+            self.slots.popleft()
+        self._flush(out)
+
+    def _drop_slots(self) -> None:
+        while self.slots:
+            head = self.slots.popleft()
+            if isinstance(head, list):
+                _release(head)
+            else:
+                head.cancel()
 
     def _flush(self, chunks: Sequence[Chunk]) -> None:
         """Write in order: small chunks in one write, large ones uncopied, file regions by
@@ -306,8 +358,7 @@ class Connection(asyncio.BufferedProtocol):
         if not self.closed:
             self.closed = True
             self.pending.clear()
-            if self.inflight is not None:
-                self.inflight.cancel()
+            self._drop_slots()
             if self.sender is not None:
                 self.sender.cancel()
             if self.transport is not None:

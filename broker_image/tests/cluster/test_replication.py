@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import signal
+import socket
 import time
 import urllib.request
+from collections.abc import Callable
 
 import pytest
 from cluster_support import (
     LoadProducer,
+    admin,
     check_exactly_once,
     consume_all,
     create_topic,
@@ -17,8 +20,11 @@ from cluster_support import (
     wait_until,
 )
 from confluent_kafka import KafkaError, Producer
+from confluent_kafka.admin import NewTopic
+from kafka_support import Wire, api_versions_request, log_end, produce_request
 
 from samsa.local.cluster import LocalCluster
+from samsa.protocol.records import build_batch
 
 
 def metrics(cluster: LocalCluster, broker_id: int) -> dict[str, float]:
@@ -143,3 +149,50 @@ def test_leader_killed_and_restarted_ten_times_under_load_loses_nothing(
         oracle = load.stop()
     assert not oracle.errors, oracle.errors[:5]
     check_exactly_once(oracle, consume_all(cluster, "chaos", 2))
+
+
+def test_requests_behind_an_acks_all_wait_are_handled_and_answered_in_order(
+    start_cluster: Callable[..., LocalCluster],
+) -> None:
+    """A client pipelining acks=all requests is not held to one replication round trip per
+    request: the requests behind one still waiting for its ISR are handled meanwhile, and the
+    answers come back in request order."""
+    # The ISR must not shrink while the followers are stopped: the wait lasts until SIGCONT.
+    cluster = start_cluster(3, replica_lag_time_max_ms=60_000)
+    create_topic(cluster, "waits", partitions=1, rf=3, **{"min.insync.replicas": "2"})
+    the_leader = leader(cluster, "waits", 0)
+    followers = [b for b in range(3) if b != the_leader]
+    a = admin(cluster)
+    a.create_topics([NewTopic("behind", 1, -1, replica_assignment=[[the_leader]])])[
+        "behind"
+    ].result(30)
+    wait_until(lambda: leader(cluster, "behind", 0) == the_leader, 30)
+    port = cluster.broker(the_leader).port
+    for f in followers:
+        cluster.signal_broker(f, signal.SIGSTOP)
+    try:
+        with Wire(port, timeout=60) as wire:
+            batch = build_batch([(b"k", b"v", [])])
+            first = wire.send_request(0, 9, produce_request("waits", {0: batch}, acks=-1))
+            second = wire.send_request(0, 9, produce_request("behind", {0: batch}, acks=-1))
+            third = wire.send_request(18, 3, api_versions_request())
+            # The second request was handled while the first still waits for its ISR.
+            wait_until(lambda: log_end(port, "behind") == 1, 30, what="the second append")
+            wire.sock.settimeout(0.5)
+            with pytest.raises(TimeoutError):
+                wire.sock.recv(1, socket.MSG_PEEK)
+            wire.sock.settimeout(60)
+            for f in followers:
+                cluster.signal_broker(f, signal.SIGCONT)
+            answers = [
+                wire.read_response(0, 9, first),
+                wire.read_response(0, 9, second),
+                wire.read_response(18, 3, third),
+            ]
+    finally:
+        for f in followers:
+            cluster.signal_broker(f, signal.SIGCONT)
+    for produced in answers[:2]:
+        (partition,) = produced.responses[0].partition_responses
+        assert (partition.error_code.value, partition.base_offset) == (0, 0)
+    assert answers[2].error_code.value == 0
