@@ -7,6 +7,7 @@ import asyncio
 import json
 import signal
 import time
+from collections.abc import Callable
 
 from cluster_support import (
     LoadProducer,
@@ -175,3 +176,23 @@ def test_reassignment_moves_a_partition_to_new_brokers_under_load(
     # Broker 0 no longer holds the partition's log.
     wait_until(lambda: not (cluster.broker_dir(0) / "moved-0").exists(), 30)
     check_no_loss(oracle, consume_all(cluster, "moved", 1))
+
+
+def test_auto_leader_rebalance_returns_leadership_to_the_preferred_replica(
+    start_cluster: Callable[..., LocalCluster],
+) -> None:
+    cluster = start_cluster(
+        3, auto_leader_rebalance_enable="true", leader_imbalance_check_interval_seconds=1
+    )
+    create_topic(cluster, "auto-pref", partitions=3, rf=3)
+    preferred = {p: partition_info(cluster, "auto-pref", p).replicas[0] for p in range(3)}
+    victim = preferred[0]
+    cluster.stop_broker(victim)
+    wait_until(lambda: leader(cluster, "auto-pref", 0) not in (-1, victim), 30)
+    cluster.start_broker(victim)
+    # No ElectLeaders: the controller's imbalance check moves leadership back by itself.
+    wait_until(
+        lambda: all(leader(cluster, "auto-pref", p) == preferred[p] for p in range(3)),
+        60,
+        what="leadership back on the preferred replicas",
+    )
