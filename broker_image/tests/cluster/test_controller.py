@@ -21,8 +21,10 @@ from cluster_support import (
     wait_until,
 )
 from confluent_kafka import ElectionType, TopicPartition
+from confluent_kafka.admin import NewTopic
 from kafka import TopicPartition as KafkaTopicPartition
 from kafka.admin import KafkaAdminClient
+from kafka_support import produce
 from kazoo.client import KazooClient
 
 from samsa.client import BrokerConnection
@@ -196,3 +198,51 @@ def test_auto_leader_rebalance_returns_leadership_to_the_preferred_replica(
         60,
         what="leadership back on the preferred replicas",
     )
+
+
+def test_a_replica_out_of_sync_leads_only_by_unclean_election(cluster: LocalCluster) -> None:
+    """The leader dies while the only other replica is out of the ISR: the partition stays
+    offline (no acknowledged record can be lost), unless its topic allows unclean leader
+    election or an operator asks for one; the records only the old leader had are then gone."""
+    the_leader, follower = 0, 1
+    a = admin(cluster)
+    for name, unclean in (("clean-only", "false"), ("unclean-ok", "true")):
+        a.create_topics(
+            [
+                NewTopic(
+                    name,
+                    1,
+                    -1,
+                    replica_assignment=[[the_leader, follower]],
+                    config={"unclean.leader.election.enable": unclean},
+                )
+            ]
+        )[name].result(30)
+        wait_until(lambda name=name: isr(cluster, name, 0) == [0, 1], 30)
+        # acks=all: both replicas have these before the follower stops.
+        produce(cluster.bootstrap_servers, name, [b"both-%d" % i for i in range(10)], acks="all")
+    cluster.stop_broker(follower)
+    for name in ("clean-only", "unclean-ok"):
+        wait_until(lambda name=name: isr(cluster, name, 0) == [the_leader], 30)
+        produce(cluster.bootstrap_servers, name, [b"leader-only-%d" % i for i in range(10)])
+    cluster.kill_broker(the_leader)
+    cluster.start_broker(follower)
+    wait_until(lambda: leader(cluster, "unclean-ok", 0) == follower, 60, what="unclean election")
+    assert leader(cluster, "clean-only", 0) == -1
+
+    def elected() -> bool:
+        # An operator's fresh admin client, as `kafka-leader-election.sh` would be: the
+        # one above may still wait for the controller it knew, if that was the old leader.
+        fresh = admin(cluster)
+        fresh.elect_leaders(ElectionType.UNCLEAN, [TopicPartition("clean-only", 0)]).result(10)
+        return leader(cluster, "clean-only", 0) == follower
+
+    wait_until(elected, 60, what="ElectLeaders(UNCLEAN)")
+    both = [b"both-%d" % i for i in range(10)]
+    for name in ("clean-only", "unclean-ok"):
+        wait_until(
+            lambda name=name: [v for _, v in consume_all(cluster, name, 1).get(0, [])] == both,
+            30,
+            what=f"the records both replicas had, alone, on {name}",
+        )
+        produce(cluster.bootstrap_servers, name, [b"after"], acks="all")
