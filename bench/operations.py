@@ -58,9 +58,10 @@ async def _run(quick: bool) -> list[Row]:
     rows = []
     async with _cluster() as (kubelet, bootstrap):
         from cluster_support import create_topic
+        from day2_support import Brokers
 
-        await asyncio.to_thread(create_topic, _Brokers(bootstrap), "latency", 6, 3)
-        await asyncio.to_thread(create_topic, _Brokers(bootstrap), "bulk", 12, 3)
+        await asyncio.to_thread(create_topic, Brokers(bootstrap), "latency", 6, 3)
+        await asyncio.to_thread(create_topic, Brokers(bootstrap), "bulk", 12, 3)
         rows.append(_row("no operation", await _quiet_load(bootstrap, quiet)))
         result, took = await _under_load(bootstrap, _roll(kubelet))
         rows.append(_row("rolling restart, 3 brokers", result, f"took {took:.0f} s"))
@@ -81,11 +82,6 @@ async def _run(quick: bool) -> list[Row]:
     return rows
 
 
-class _Brokers:
-    def __init__(self, bootstrap: str) -> None:
-        self.bootstrap_servers = bootstrap
-
-
 @asynccontextmanager
 async def _cluster() -> AsyncIterator[tuple[Any, str]]:
     """ZooKeeper, the API stand-in with the CRDs, the operator, the kubelet, 3 brokers."""
@@ -93,6 +89,7 @@ async def _cluster() -> AsyncIterator[tuple[Any, str]]:
     from kmock import Server
     from kube_stand import KubeStand
     from kubelet import Api, Kubelet
+    from op_support import write_kubeconfig
 
     from samsa.local import ZooKeeperServer
 
@@ -101,7 +98,7 @@ async def _cluster() -> AsyncIterator[tuple[Any, str]]:
         async with KubeStand() as stand, Server(stand):
             url = str(stand.url).rstrip("/")
             kubeconfig = work / "kubeconfig"
-            _write_kubeconfig(kubeconfig, url)
+            write_kubeconfig(kubeconfig, url)
             kubelet = Kubelet(Api(url), work / "kubelet").start()
             for crd in sorted((REPO / "crds").glob("*.yaml")):
                 await kubelet.api.create(
@@ -120,31 +117,13 @@ async def _cluster() -> AsyncIterator[tuple[Any, str]]:
                 await kubelet.stop()
 
 
-def _write_kubeconfig(path: Path, server: str) -> None:
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "stand", "cluster": {"server": server}}],
-        "users": [{"name": "stand", "user": {"token": "stand"}}],
-        "contexts": [
-            {
-                "name": "stand",
-                "context": {"cluster": "stand", "user": "stand", "namespace": "default"},
-            }
-        ],
-        "current-context": "stand",
-    }
-    path.write_text(yaml.safe_dump(config))
-
-
 def _start_operator(kubeconfig: Path, log: Path) -> subprocess.Popen[bytes]:
+    from day2_support import OPERATOR_ENV
+
     env = {
         **os.environ,
+        **OPERATOR_ENV,
         "KUBECONFIG": str(kubeconfig),
-        "SAMSA_OPERATOR_PEERING": "",
-        "SAMSA_OPERATOR_RESYNC_SECONDS": "3",
-        "SAMSA_OPERATOR_OPERATION_SECONDS": "1",
-        "SAMSA_OPERATOR_KAFKA_TIMEOUT": "5",
         "SAMSA_OPERATOR_HEALTH_PORT": str(free_port()),
     }
     with log.open("wb") as out:

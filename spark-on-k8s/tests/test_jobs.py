@@ -111,16 +111,6 @@ def test_ctr_join_gives_click_through_rates(spark, bootstrap, make_topic, tmp_pa
     assert sum(r["clicks"] for r in out) > 0
 
 
-def _advertises_offset_fetch(bootstrap: str) -> bool:
-    from kafka import KafkaAdminClient
-
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-    try:
-        return 9 in {int(k) for k in admin.api_versions()}
-    finally:
-        admin.close()
-
-
 def _fill(bootstrap, topic):
     from spark_support import produce
 
@@ -138,8 +128,6 @@ def test_volume_per_partition(spark, bootstrap, make_topic):
 
 
 def test_lag_report_per_partition_and_group(spark, bootstrap, make_topic):
-    if not _advertises_offset_fetch(bootstrap):
-        pytest.skip("the broker lacks consumer groups: no OffsetFetch (API key 9) in ApiVersions")
     from samsa_spark.jobs.lag_report import lag_report
 
     topic = make_topic(3, "lag")

@@ -82,3 +82,21 @@ def kind_cluster() -> Iterator[str]:
         yield CLUSTER
     finally:
         run("kind", "delete", "cluster", "--name", CLUSTER)
+
+
+def in_cluster(pod: str, *samsa_args: str, stdin: str | None = None) -> str:
+    """Run the samsa command line in a pod of the broker image, inside the cluster."""
+    return kubectl(
+        "run",
+        pod,
+        "--rm",
+        "-i",
+        "--restart=Never",
+        f"--image={BROKER_IMAGE}",
+        "--image-pull-policy=Never",
+        "--command",
+        "--",
+        "samsa",
+        *samsa_args,
+        stdin=stdin,
+    )

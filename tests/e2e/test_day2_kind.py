@@ -11,7 +11,7 @@ import time
 from collections import Counter
 from typing import Any
 
-from e2e_support import BROKER_IMAGE, kubectl, run
+from e2e_support import BROKER_IMAGE, in_cluster, kubectl, run
 
 CLUSTER_YAML = """
 apiVersion: kafka.samsa.dev/v1alpha1
@@ -91,20 +91,7 @@ def describe() -> list[dict[str, Any]]:
 
 
 def samsa(pod: str, *args: str, stdin: str | None = None) -> str:
-    return kubectl(
-        "run",
-        f"samsa-{pod}-{int(time.time())}",
-        "--rm",
-        "-i",
-        "--restart=Never",
-        f"--image={BROKER_IMAGE}",
-        "--image-pull-policy=Never",
-        "--command",
-        "--",
-        "samsa",
-        *args,
-        stdin=stdin,
-    )
+    return in_cluster(f"samsa-{pod}-{int(time.time())}", *args, stdin=stdin)
 
 
 def start_load() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from e2e_support import BROKER_IMAGE, kubectl
+from e2e_support import in_cluster, kubectl
 
 CLUSTER = """
 apiVersion: kafka.samsa.dev/v1alpha1
@@ -73,21 +73,3 @@ def test_cluster_topic_produce_consume(kind_cluster: str) -> None:
 
     kubectl("delete", "kt", "greetings", "--timeout=120s")
     kubectl("delete", "kc", "e2e", "--timeout=300s")
-
-
-def in_cluster(pod: str, *samsa_args: str, stdin: str | None = None) -> str:
-    """Run the samsa command line in a pod of the broker image, inside the cluster."""
-    return kubectl(
-        "run",
-        pod,
-        "--rm",
-        "-i",
-        "--restart=Never",
-        f"--image={BROKER_IMAGE}",
-        "--image-pull-policy=Never",
-        "--command",
-        "--",
-        "samsa",
-        *samsa_args,
-        stdin=stdin,
-    )

@@ -8,13 +8,18 @@ import time
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka_support import wait_until as _wait_until
 
+if TYPE_CHECKING:
+    from samsa.local.cluster import LocalCluster
+
 T = TypeVar("T")
+# The start_cluster fixture: brokers and property overrides in, a running LocalCluster out.
+ClusterFactory = Callable[..., "LocalCluster"]
 
 
 class Cluster(Protocol):

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cluster_support import FAST, wait_until
+from cluster_support import FAST, ClusterFactory, wait_until
 
 from samsa.local.cluster import LocalCluster
 
 __all__ = ["wait_until"]
-
-ClusterFactory = Callable[..., LocalCluster]
 
 
 @pytest.fixture

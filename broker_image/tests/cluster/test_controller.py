@@ -7,9 +7,9 @@ import asyncio
 import json
 import signal
 import time
-from collections.abc import Callable
 
 from cluster_support import (
+    ClusterFactory,
     LoadProducer,
     admin,
     check_no_loss,
@@ -77,9 +77,9 @@ async def _send_stale(port: int, epoch: int) -> ErrorCode:
 
 
 def test_split_brain_old_controller_is_fenced_by_every_broker(
-    start_cluster: object,
+    start_cluster: ClusterFactory,
 ) -> None:
-    cluster = start_cluster(3)  # type: ignore[operator]
+    cluster = start_cluster(3)
     create_topic(cluster, "fence", partitions=3, rf=3)
     old, old_epoch = controller_and_epoch(cluster)
     old_registration = registration(cluster, old)
@@ -146,9 +146,9 @@ def test_preferred_leader_election_restores_first_replica_leadership(
 
 
 def test_reassignment_moves_a_partition_to_new_brokers_under_load(
-    start_cluster: object,
+    start_cluster: ClusterFactory,
 ) -> None:
-    cluster = start_cluster(4)  # type: ignore[operator]
+    cluster = start_cluster(4)
     create_topic(cluster, "moved", partitions=1, rf=3, **{"min.insync.replicas": "2"})
     # Pin the assignment to brokers 0, 1, 2 first.
     kadmin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers)
@@ -181,7 +181,7 @@ def test_reassignment_moves_a_partition_to_new_brokers_under_load(
 
 
 def test_auto_leader_rebalance_returns_leadership_to_the_preferred_replica(
-    start_cluster: Callable[..., LocalCluster],
+    start_cluster: ClusterFactory,
 ) -> None:
     cluster = start_cluster(
         3, auto_leader_rebalance_enable="true", leader_imbalance_check_interval_seconds=1

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from cluster_support import (
+    ClusterFactory,
     LoadProducer,
     admin,
     check_no_loss,
@@ -35,11 +36,11 @@ def log_bytes(cluster: LocalCluster, broker_id: int, topic: str, partition: int)
 
 
 def test_a_leader_that_wrote_past_the_high_watermark_is_truncated_when_it_returns(
-    start_cluster: object,
+    start_cluster: ClusterFactory,
 ) -> None:
     # Slow failure detection, so the followers stay in the ISR (and in ZooKeeper) while frozen,
     # however slow a busy machine makes the steps below.
-    cluster: LocalCluster = start_cluster(  # type: ignore[operator]
+    cluster: LocalCluster = start_cluster(
         3,
         replica_lag_time_max_ms=60000,
         zookeeper_session_timeout_ms=15000,
@@ -186,7 +187,6 @@ def test_zookeeper_down_at_start_is_retried_not_fatal(tmp_path: Path) -> None:
         stderr=subprocess.STDOUT,
     )
     try:
-        time.sleep(0)  # let it start; what follows polls
         out: list[bytes] = []
 
         def said_retrying() -> bool:

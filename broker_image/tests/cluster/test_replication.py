@@ -6,10 +6,10 @@ import signal
 import socket
 import time
 import urllib.request
-from collections.abc import Callable
 
 import pytest
 from cluster_support import (
+    ClusterFactory,
     LoadProducer,
     admin,
     check_exactly_once,
@@ -152,7 +152,7 @@ def test_leader_killed_and_restarted_ten_times_under_load_loses_nothing(
 
 
 def test_requests_behind_an_acks_all_wait_are_handled_and_answered_in_order(
-    start_cluster: Callable[..., LocalCluster],
+    start_cluster: ClusterFactory,
 ) -> None:
     """A client pipelining acks=all requests is not held to one replication round trip per
     request: the requests behind one still waiting for its ISR are handled meanwhile, and the
