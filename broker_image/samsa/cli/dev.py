@@ -1,0 +1,119 @@
+"""`samsa dev ...`: tools for the people who develop and test Samsa.
+
+- ``samsa dev jars [SET ...]`` fetches the pinned jar sets from Maven Central into the cache;
+- ``samsa dev kafka tool NAME ARGS...`` runs one of Apache Kafka's own tools (kafka-topics,
+  kafka-console-producer, ...) against any bootstrap server;
+- ``samsa dev kafka up|down|status`` runs a real Apache Kafka on 127.0.0.1, the reference.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from samsa.broker.properties import parse_overrides
+from samsa.cli.errors import fail
+from samsa.dev import jars
+from samsa.dev.kafka import TOOLS, ApacheKafka, UnknownTool, pid_alive, port_open, tool_command
+
+DEFAULT_KAFKA_DIR = Path(".samsa/kafka")
+
+dev_app = typer.Typer(
+    help="Developer tools: Apache Kafka and its tools, jars.", no_args_is_help=True
+)
+kafka_app = typer.Typer(
+    help="Apache Kafka itself: its tools, and a real cluster on 127.0.0.1.", no_args_is_help=True
+)
+dev_app.add_typer(kafka_app, name="kafka")
+
+KafkaDir = Annotated[
+    Path, typer.Option("--data-dir", help="Where the Kafka cluster keeps its data and logs.")
+]
+
+
+@dev_app.command("jars")
+def fetch_jars(
+    names: Annotated[list[str] | None, typer.Argument(help="Jar sets (all by default).")] = None,
+) -> None:
+    """Fetch pinned jars from Maven Central into the cache; cached sets are not fetched again."""
+    for name in names or jars.sets():
+        already = jars.is_fetched(name) if name in jars.sets() else False
+        try:
+            where = jars.fetch(name)
+        except jars.JarsUnavailable as exc:
+            fail(str(exc))
+        typer.echo(f"{name}: {'cached' if already else 'fetched'} in {where}")
+
+
+@kafka_app.command(
+    "tool",
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+)
+def kafka_tool(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help=f"One of: {', '.join(sorted(TOOLS))}.")],
+) -> None:
+    """Run one of Kafka's tools; the arguments after its name are its own."""
+    try:
+        command = tool_command(name, list(ctx.args))
+    except (UnknownTool, jars.JarsUnavailable) as exc:
+        fail(str(exc), 2)
+    try:
+        code = subprocess.call(command)
+    except KeyboardInterrupt:
+        code = 130
+    raise typer.Exit(code)
+
+
+@kafka_app.command("up")
+def kafka_up(
+    nodes: Annotated[int, typer.Option("--nodes", "-n", min=1, max=9)] = 1,
+    data_dir: KafkaDir = DEFAULT_KAFKA_DIR,
+    override: Annotated[
+        list[str] | None, typer.Option("--override", help="key=value server property.")
+    ] = None,
+    timeout: Annotated[float, typer.Option("--timeout", help="Seconds to wait.")] = 120,
+) -> None:
+    """Start a real Apache Kafka (KRaft) on 127.0.0.1 and print its bootstrap servers."""
+    try:
+        overrides = parse_overrides(override or [])
+    except ValueError as exc:
+        fail(str(exc), 2)
+    cluster = ApacheKafka(data_dir, nodes, overrides)
+    try:
+        cluster.up(timeout)
+    except (jars.JarsUnavailable, RuntimeError, TimeoutError, OSError) as exc:
+        fail(f"Apache Kafka did not start: {exc}")
+    typer.echo(f"Apache Kafka, {nodes} node(s) ready. Bootstrap servers:")
+    typer.echo(cluster.bootstrap_servers)
+
+
+@kafka_app.command("down")
+def kafka_down(data_dir: KafkaDir = DEFAULT_KAFKA_DIR) -> None:
+    """Stop every node (controlled shutdown). Data is kept."""
+    cluster = ApacheKafka(data_dir)
+    if cluster.load_state() is None:
+        fail(f"no Apache Kafka in {data_dir}")
+    cluster.down()
+    typer.echo("stopped")
+
+
+@kafka_app.command("status")
+def kafka_status(data_dir: KafkaDir = DEFAULT_KAFKA_DIR) -> None:
+    """Each node: pid, port, and whether it is running and listening."""
+    state = ApacheKafka(data_dir).load_state()
+    if state is None:
+        fail(f"no Apache Kafka in {data_dir}")
+    for n in state.nodes:
+        alive = pid_alive(n.pid)
+        listening = alive and port_open(n.port)
+        word = "serving" if listening else ("starting" if alive else "stopped")
+        sys.stdout.write(f"node {n.node_id}\tpid {n.pid or '-'}\t{n.bootstrap}\t{word}\n")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(dev_app, name="dev")
