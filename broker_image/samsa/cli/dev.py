@@ -1,6 +1,7 @@
 """`samsa dev ...`: tools for the people who develop and test Samsa.
 
 - ``samsa dev jars [SET ...]`` fetches the pinned jar sets from Maven Central into the cache;
+- ``samsa dev programs`` builds the client matrix's Go programs and installs its Node ones;
 - ``samsa dev kafka tool NAME ARGS...`` runs one of Apache Kafka's own tools (kafka-topics,
   kafka-console-producer, ...) against any bootstrap server;
 - ``samsa dev kafka up|down|status`` runs a real Apache Kafka on 127.0.0.1, the reference.
@@ -17,13 +18,14 @@ import typer
 
 from samsa.broker.properties import parse_overrides
 from samsa.cli.errors import fail
-from samsa.dev import jars
+from samsa.dev import jars, programs
 from samsa.dev.kafka import TOOLS, ApacheKafka, UnknownTool, pid_alive, port_open, tool_command
 
 DEFAULT_KAFKA_DIR = Path(".samsa/kafka")
 
 dev_app = typer.Typer(
-    help="Developer tools: Apache Kafka and its tools, jars.", no_args_is_help=True
+    help="Developer tools: Apache Kafka and its tools, jars, the client matrix's programs.",
+    no_args_is_help=True,
 )
 kafka_app = typer.Typer(
     help="Apache Kafka itself: its tools, and a real cluster on 127.0.0.1.", no_args_is_help=True
@@ -47,6 +49,24 @@ def fetch_jars(
         except jars.JarsUnavailable as exc:
             fail(str(exc))
         typer.echo(f"{name}: {'cached' if already else 'fetched'} in {where}")
+
+
+@dev_app.command("programs")
+def make_programs(
+    root: Annotated[
+        Path, typer.Option("--dir", help="Folder of the programs, one a subfolder.")
+    ] = Path("tests/clients"),
+) -> None:
+    """Build the Go programs (franz-go) and install the Node ones (kafkajs) of the client
+    matrix, through the Go module proxy and npm; what is already made is left as it is."""
+    if not root.is_dir():
+        fail(f"no folder {root} (run this from the checkout)", 2)
+    try:
+        done = programs.prepare(root)
+    except programs.ProgramUnavailable as exc:
+        fail(str(exc))
+    for folder, what in done:
+        typer.echo(f"{folder.name}: {what}")
 
 
 @kafka_app.command(
