@@ -16,11 +16,15 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import IO, Any
 
 import pytest
-from kafka_support import wait_until
+from kafka_support import Wire, wait_until
+from kio.schema.create_partitions.v1.request import CreatePartitionsRequest, CreatePartitionsTopic
+from kio.schema.create_topics.v3.request import CreatableTopic, CreateTopicsRequest
+from kio.schema.metadata.v6.request import MetadataRequest, MetadataRequestTopic
 
 from samsa.dev import programs
 from samsa.local.cluster import LocalCluster
@@ -301,6 +305,42 @@ def test_franz_go_asking_for_kip848_groups_gets_a_classic_group(
     assert m.leave() == {"event": "left", "error": None}
     assert sorted(v for _, _, v in m.records()) == sorted(f"r-{i}" for i in range(50))
     assert m.errors() == []
+
+
+def test_create_topics_and_partitions_answer_once_the_broker_knows_the_leaders(
+    samsa_cluster: LocalCluster, topic: str
+) -> None:
+    """kafkajs creates a topic on the controller, then at once asks that broker for the
+    topic's leaders and gives up on UNKNOWN_TOPIC_OR_PARTITION. Kafka answers CreateTopics
+    and CreatePartitions only once the answering broker has a leader for every new
+    partition; so does Samsa, whichever broker is asked."""
+    wait = timedelta(seconds=20)
+
+    def leaders(wire: Wire, name: str) -> list[int]:
+        asked = MetadataRequest(
+            topics=(MetadataRequestTopic(name=name),), allow_auto_topic_creation=False
+        )
+        answer = wire.request(3, 6, asked)
+        (described,) = answer.topics
+        assert described.error_code.value == 0, described
+        assert all(p.error_code.value == 0 for p in described.partitions), described
+        return sorted(p.partition_index for p in described.partitions if p.leader_id >= 0)
+
+    for broker in range(3):
+        name = f"{topic}-{broker}"
+        with Wire(samsa_cluster.broker(broker).port) as wire:
+            new = CreatableTopic(
+                name=name, num_partitions=3, replication_factor=3, assignments=(), configs=()
+            )
+            create = CreateTopicsRequest(topics=(new,), timeout=wait, validate_only=False)
+            created = wire.request(19, 3, create)
+            assert created.topics[0].error_code.value == 0, created
+            assert leaders(wire, name) == [0, 1, 2]
+            more = CreatePartitionsTopic(name=name, count=6, assignments=None)
+            grow = CreatePartitionsRequest(topics=(more,), timeout=wait, validate_only=False)
+            grown = wire.request(37, 1, grow)
+            assert grown.results[0].error_code.value == 0, grown
+            assert leaders(wire, name) == [0, 1, 2, 3, 4, 5]
 
 
 def test_a_missing_program_names_make_setup(tmp_path: Path) -> None:

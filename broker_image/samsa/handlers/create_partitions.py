@@ -1,10 +1,13 @@
-"""CreatePartitions (37): grow a topic's partition count; partitions never shrink."""
+"""CreatePartitions (37): grow a topic's partition count; partitions never shrink.
+
+As Kafka, the answer waits until this broker knows a leader for every new partition."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from samsa.handlers.context import BrokerServices, RequestContext
+from samsa.handlers.topic_admin import answer_when_led
 from samsa.metadata.assignment import assign_replicas
 from samsa.protocol.errors import ErrorCode
 
@@ -14,6 +17,7 @@ MIN_VERSION, MAX_VERSION = 0, 3
 
 async def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> dict[str, Any]:
     results = []
+    added: dict[str, list[int]] = {}
     live = {b.id for b in services.cache.brokers()}
     for item in request.topics:
         name = item.name
@@ -61,5 +65,7 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
                     code, message = ErrorCode.invalid_replication_factor, str(exc)
             if code == ErrorCode.none and not request.validate_only:
                 await services.store.create_partitions(name, plan)
+                added[name] = sorted(plan)
         results.append({"name": name, "error_code": code, "error_message": message})
+    await answer_when_led(services, results, added, request.timeout)
     return {"throttle_time": 0, "results": results}

@@ -1,4 +1,6 @@
-"""CreateTopics (19): validate, assign replicas (or take the given assignment), record."""
+"""CreateTopics (19): validate, assign replicas (or take the given assignment), record.
+
+As Kafka, the answer waits until this broker knows a leader for every new partition."""
 
 from __future__ import annotations
 
@@ -6,7 +8,12 @@ import uuid
 from typing import Any
 
 from samsa.handlers.context import BrokerServices, RequestContext
-from samsa.handlers.topic_admin import create_topic, plan_topic, topic_config_entries
+from samsa.handlers.topic_admin import (
+    answer_when_led,
+    create_topic,
+    plan_topic,
+    topic_config_entries,
+)
 from samsa.metadata import TopicMetadata
 from samsa.protocol.errors import ErrorCode, KafkaApiError
 
@@ -30,6 +37,7 @@ def _result(name: str, code: ErrorCode, message: str | None = None) -> dict[str,
 
 async def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> dict[str, Any]:
     results = []
+    created_partitions: dict[str, range] = {}
     names = [t.name for t in request.topics]
     for topic in request.topics:
         name = topic.name
@@ -57,6 +65,7 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
                 created = TopicMetadata(name, ZERO_UUID, plan, clean)
             else:
                 created = await create_topic(services, name, plan, clean)
+                created_partitions[name] = range(created.partition_count)
         except KafkaApiError as exc:
             results.append(_result(name, exc.code, exc.message))
             continue
@@ -75,4 +84,5 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
             ],
         )
         results.append(entry)
+    await answer_when_led(services, results, created_partitions, request.timeout)
     return {"throttle_time": 0, "topics": results}

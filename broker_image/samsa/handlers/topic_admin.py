@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from datetime import timedelta
+from typing import Any
 
 from samsa.config import TOPIC_CONFIG, ConfigError, LogConfig
 from samsa.coordinator import GROUP_METADATA_TOPIC_NAME
@@ -109,6 +112,40 @@ async def create_topic(
     configs: dict[str, str],
 ) -> TopicMetadata:
     return await services.store.create_topic(name, assignment, configs)
+
+
+async def answer_when_led(
+    services: BrokerServices,
+    results: list[dict[str, Any]],
+    partitions: Mapping[str, Iterable[int]],
+    wait: timedelta,
+) -> None:
+    """Hold a CreateTopics or CreatePartitions answer until this broker's metadata has a
+    leader for every new partition, as Kafka does (DelayedCreatePartitions), so that a client
+    may ask this broker for the topic's metadata at once. The topics still lacking a leader
+    when ``wait`` (the request's timeout) runs out get REQUEST_TIMED_OUT (they exist all the
+    same); a timeout of 0 answers at once."""
+    if not partitions or wait.total_seconds() <= 0:
+        return
+    wanted = {name: list(ps) for name, ps in partitions.items()}
+
+    def leaderless() -> set[str]:
+        return {
+            name
+            for name, ps in wanted.items()
+            if any(
+                (state := services.cache.partition_state(name, p)) is None or state.leader < 0
+                for p in ps
+            )
+        }
+
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(wait.total_seconds()):
+            await services.cache.wait_for(lambda: not leaderless())
+    missing = leaderless()
+    for entry in results:
+        if entry["name"] in missing:
+            entry["error_code"] = ErrorCode.request_timed_out
 
 
 async def auto_create_topic(services: BrokerServices, name: str) -> TopicMetadata | None:

@@ -1,13 +1,17 @@
 """MetadataCache: this broker's view of brokers, topics and partition leadership.
 
 Fed by the metadata store (standalone) or by the controller's updates (cluster); read by the
-handlers on every Metadata, Produce and Fetch request, so lookups are plain dict reads.
+handlers on every Metadata, Produce and Fetch request, so lookups are plain dict reads. A
+handler that must answer only once this broker knows something (CreateTopics, as Kafka's
+DelayedCreatePartitions) waits for it with ``wait_for``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
+from collections.abc import Callable
 
 from samsa.metadata.model import BrokerInfo, PartitionState, TopicMetadata
 
@@ -23,6 +27,22 @@ class MetadataCache:
         self._topics: dict[str, TopicMetadata] = {}
         self._ids: dict[uuid.UUID, str] = {}
         self._states: dict[str, dict[int, PartitionState]] = {}
+        self._waiters: list[asyncio.Future[None]] = []
+
+    def _changed(self) -> None:
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+    async def wait_for(self, predicate: Callable[[], bool]) -> None:
+        """Return once ``predicate()`` holds, checked now and after each change to the
+        topics; the caller bounds the wait (asyncio.timeout)."""
+        loop = asyncio.get_running_loop()
+        while not predicate():
+            waiter: asyncio.Future[None] = loop.create_future()
+            self._waiters.append(waiter)
+            await waiter
 
     def update_brokers(self, brokers: list[BrokerInfo], controller_id: int) -> None:
         self._brokers = {b.id: b for b in brokers}
@@ -36,9 +56,11 @@ class MetadataCache:
         self._topics[topic.name] = topic
         self._ids[topic.topic_id] = topic.name
         self._states[topic.name] = states
+        self._changed()
 
     def update_partition_state(self, state: PartitionState) -> None:
         self._states.setdefault(state.topic, {})[state.partition] = state
+        self._changed()
 
     def apply_partition_states(
         self,
@@ -70,6 +92,7 @@ class MetadataCache:
         if topic is not None:
             self._ids.pop(topic.topic_id, None)
         self._states.pop(name, None)
+        self._changed()
 
     def brokers(self, listener: str | None = None) -> list[BrokerInfo]:
         """Live brokers; through ``listener``, only those that have it, at its addresses."""
