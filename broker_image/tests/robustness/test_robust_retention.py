@@ -289,6 +289,9 @@ def test_kafka_python_consumer_below_the_log_start(
         c.close()
 
 
+SEGMENT_BYTES = 256 * 1024
+
+
 @pytest.mark.slow
 def test_consumer_reading_while_retention_deletes_under_it(broker: InProcessBroker) -> None:
     """A consumer, a producer and retention at once: the consumer starts below the log start
@@ -299,7 +302,7 @@ def test_consumer_reading_while_retention_deletes_under_it(broker: InProcessBrok
     create_topic(
         broker.bootstrap_servers,
         topic,
-        config={"segment.bytes": "65536", "retention.bytes": "2000000"},
+        config={"segment.bytes": str(SEGMENT_BYTES), "retention.bytes": "2000000"},
     )
     acked: dict[int, bytes] = {}
     errors: list[str] = []
@@ -308,8 +311,12 @@ def test_consumer_reading_while_retention_deletes_under_it(broker: InProcessBrok
     def value(i: int) -> bytes:
         return f"churn-{i:07d}-".encode() + b"c" * 150
 
-    # Fill the log to its retention limit, so every later append makes retention delete.
-    for d in produce(broker.bootstrap_servers, topic, [value(i) for i in range(15_000)]):
+    # Fill the log past its retention limit (2.6 MB), so every later append makes retention
+    # delete. Batches are bounded below a segment: a busy producer lingers into batches of up
+    # to 1 MB, each a segment of its own, and a first segment larger than the 0.6 MB excess
+    # rightly keeps retention from deleting anything.
+    fill = [value(i) for i in range(15_000)]
+    for d in produce(broker.bootstrap_servers, topic, fill, **{"batch.size": SEGMENT_BYTES // 4}):
         acked[d.offset] = d.value
     wait_until(lambda: log_start(broker.port, topic) > 0, 20, what="retention to start")
 
@@ -329,7 +336,11 @@ def test_consumer_reading_while_retention_deletes_under_it(broker: InProcessBrok
                 i += 1
             except BufferError:
                 p.poll(0.05)
-            p.poll(0.001 if i % 2 == 0 else 0)  # at most ~2000 records/s
+            # At most ~1000 records/s (170 KB/s): a segment goes every ~1.5 s, slower than
+            # a consumer's reset to the log start and its next fetch (librdkafka backs off
+            # fetch.error.backoff.ms after OFFSET_OUT_OF_RANGE). Faster deletion than that
+            # keeps any client resetting forever, on Kafka as here.
+            p.poll(0.001)
         if p.flush(30) != 0:
             errors.append("records still undelivered after 30 s")
 
