@@ -70,6 +70,7 @@ class SamsaStandalone(System):
     topology = "1 standalone broker, RF=1"
     recovery = "restart"
     client = "confluent-kafka (librdkafka), batched"
+    kafka_protocol = True
 
     def start(self) -> None:
         port = free_port()
@@ -121,6 +122,7 @@ class SamsaCluster(System):
     topology = "3 brokers, RF=3, min.insync.replicas=2, ZooKeeper session timeout 6 s"
     recovery = "failover"
     client = "confluent-kafka (librdkafka), batched"
+    kafka_protocol = True
 
     def start(self) -> None:
         self._up = subprocess.Popen(
