@@ -14,7 +14,7 @@ import argparse
 import sys
 from collections.abc import Callable
 
-from bench import broker_core, cleaner, groups, operations, peers, spark_read
+from bench import broker_core, cleaner, cold_start, groups, operations, peers, spark_read
 from bench.table import Row, print_table
 
 COMPONENTS: dict[str, tuple[str, Callable[[bool], list[Row]]]] = {
@@ -28,6 +28,10 @@ COMPONENTS: dict[str, tuple[str, Callable[[bool], list[Row]]]] = {
         "Day-2 operations by the operator: 3-broker roll and 3-to-5 rebalance, "
         "idempotent acks=all producer at 1 MB/s meanwhile",
         operations.run,
+    ),
+    "cold_start": (
+        "Cold start: a standalone broker from `samsa broker` until it serves, and its imports",
+        cold_start.run,
     ),
     "spark": (
         "Spark: rows read into local[2] Spark from a 6-partition topic, beside Parquet",

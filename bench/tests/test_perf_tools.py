@@ -3,6 +3,8 @@ output without a summary is an error that shows the output."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from bench.perf_tools import PerfToolFailed, parse_consumer, parse_producer
@@ -38,6 +40,8 @@ def test_consumer_summary_is_over_the_fetch_time() -> None:
 
 
 @pytest.mark.parametrize("parse", [parse_producer, parse_consumer])
-def test_output_without_summary_is_an_error_that_shows_it(parse) -> None:  # type: ignore[no-untyped-def]
+def test_output_without_summary_is_an_error_that_shows_it(
+    parse: Callable[[str], dict[str, float | None]],
+) -> None:
     with pytest.raises(PerfToolFailed, match="Connection refused"):
         parse("ERROR Connection refused\n")

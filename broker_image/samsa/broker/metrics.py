@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from samsa.controller import KafkaController
 from samsa.log import LogManager
 from samsa.log.cleaner import LogCleaner
 from samsa.replica import ReplicaManager
+
+if TYPE_CHECKING:
+    from samsa.controller import KafkaController
 
 LATENCY_BUCKETS = (
     0.0001,
