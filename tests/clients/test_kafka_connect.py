@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource
-from kafka_support import wait_until
+from kafka_support import consume, wait_until
 
 from samsa.dev import jars
 from samsa.dev.connect import FILE_SINK, FILE_SOURCE, ConnectError, ConnectWorker
@@ -47,7 +47,11 @@ def worker(
     except jars.JarsUnavailable as exc:
         pytest.fail(str(exc))
     w = ConnectWorker(
-        tmp_path_factory.mktemp("connect"), samsa_cluster.bootstrap_servers, "connect-cluster"
+        tmp_path_factory.mktemp("connect"),
+        samsa_cluster.bootstrap_servers,
+        "connect-cluster",
+        # The worker runs for a minute: the optimising compiler would cost more than it gives.
+        jvm_options=("-XX:TieredStopAtLevel=1",),
     )
     w.start().wait_ready(READY_TIMEOUT)
     try:
@@ -76,29 +80,13 @@ def partition_counts(bootstrap: str, topics: list[str]) -> dict[str, tuple[int, 
 def source_offsets(bootstrap: str, offsets_topic: str) -> dict[str, Any]:
     """The source offsets as the offsets topic holds them: the newest value of each key (the
     key as JSON in Python's spelling)."""
-    consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": "unused", "enable.auto.commit": False}
-    )
-    try:
-        md = consumer.list_topics(offsets_topic, timeout=10).topics[offsets_topic]
-        latest: dict[str, Any] = {}
-        for p in md.partitions:
-            low, high = consumer.get_watermark_offsets(TopicPartition(offsets_topic, p), 10)
-            if high <= low:
-                continue
-            consumer.assign([TopicPartition(offsets_topic, p, low)])
-            seen = low
-            while seen < high:
-                m = consumer.poll(5)
-                assert m is not None, f"{offsets_topic}[{p}] stopped short of {high}"
-                assert m.error() is None, m.error()
-                seen = m.offset() + 1
-                latest[json.dumps(json.loads(m.key()))] = (
-                    json.loads(m.value()) if m.value() else None
-                )
-        return latest
-    finally:
-        consumer.close()
+    md = AdminClient({"bootstrap.servers": bootstrap}).list_topics(offsets_topic, timeout=10)
+    return {
+        json.dumps(json.loads(r.key)): json.loads(r.value) if r.value else None
+        for p in md.topics[offsets_topic].partitions
+        for r in consume(bootstrap, offsets_topic, p)
+        if r.key is not None
+    }
 
 
 def connectors_running(worker: ConnectWorker, *names: str) -> bool:
@@ -192,14 +180,9 @@ def test_internal_topics_are_compacted_and_a_file_goes_through_samsa_and_back(
     assert end_offsets(bootstrap, topic) == (0, 1000)
 
     # The records are the JSON converter's envelopes: a string schema and the line.
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused"})
-    try:
-        consumer.assign([TopicPartition(topic, 0, 0)])
-        first = consumer.poll(10)
-    finally:
-        consumer.close()
-    assert first is not None and first.error() is None
-    assert json.loads(first.value()) == {
+    [first] = consume(bootstrap, topic, 0, 0, 1)
+    assert first.value is not None
+    assert json.loads(first.value) == {
         "schema": {"type": "string", "optional": False},
         "payload": lines(0, 1).decode().rstrip("\n"),
     }

@@ -74,11 +74,13 @@ class ConnectWorker:
         port: int | None = None,
         overrides: dict[str, str] | None = None,
         heap: str = "384m",
+        jvm_options: tuple[str, ...] = (),
     ) -> None:
         self.directory = Path(directory).resolve()
         self.port = port or free_port()
         self.properties = {**worker_properties(bootstrap, group, self.port), **(overrides or {})}
         self.heap = heap
+        self.jvm_options = jvm_options
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -101,8 +103,7 @@ class ConnectWorker:
             jar_sets=(JAR_SET,),
             heap=self.heap,
             log4j=log4j,
-            # A test's worker runs for a minute: the optimising compiler costs more than it gives.
-            jvm_options=("-XX:TieredStopAtLevel=1",),
+            jvm_options=self.jvm_options,
         )
 
     def start(self) -> ConnectWorker:
