@@ -78,6 +78,13 @@ class StreamsApp:
             if line.startswith("{"):
                 self.events.append(json.loads(line))
 
+    def errors(self) -> list[str]:
+        """Once it has exited: what made its stream threads die, each as a chain of causes."""
+        while (line := self._lines.get(timeout=10)) is not None:
+            if line.startswith("{"):
+                self.events.append(json.loads(line))
+        return [e["error"] for e in self.events if "error" in e]
+
     def running(self) -> bool:
         events = self.drain()
         assert not [e for e in events if "error" in e], events
@@ -188,11 +195,17 @@ class Deployment:
     def changelogs(self) -> list[str]:
         return [f"{self.application}-{store}-changelog" for store in ("campaigns", "click-counts")]
 
-    def run(self, state_dir: str) -> StreamsApp:
+    def start(self, application: str, state_dir: str, *options: str) -> StreamsApp:
+        """An instance of the application; `options`: the processing guarantee, then the
+        group protocol."""
         roles = ("clicks", "campaigns", "enriched", "counts")
-        args = [self.bootstrap, self.application, str(self.directory / state_dir)]
-        app = StreamsApp([*args, *map(self.topic, roles)], self.directory / "app.log")
+        args = [self.bootstrap, application, str(self.directory / state_dir)]
+        app = StreamsApp([*args, *map(self.topic, roles), *options], self.directory / "app.log")
         self.runs.append(app)
+        return app
+
+    def run(self, state_dir: str) -> StreamsApp:
+        app = self.start(self.application, state_dir)
         wait_until(app.running, START_TIMEOUT, 0.2, "the application RUNNING")
         return app
 
@@ -310,3 +323,34 @@ def test_killed_and_restarted_on_empty_state_it_restores_from_the_changelogs(
     enriched = d.enriched()
     assert sorted(e["click_id"] for e in enriched) == sorted(c.click_id for c in clicks)
     assert all(e["advertiser"] == ADVERTISERS[e["campaign_id"]] for e in enriched)
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        pytest.param(
+            ("exactly_once_v2",),
+            "TransactionalIdAuthorizationException",
+            id="exactly-once-v2",
+        ),
+        pytest.param(
+            ("at_least_once", "streams"),
+            "does not support the STREAMS group protocol",
+            id="kip-1071-streams-groups",
+            marks=pytest.mark.slow,
+        ),
+    ],
+)
+def test_what_samsa_lacks_stops_the_application_at_once_with_a_named_error(
+    deployment: Deployment, options: tuple[str, ...], named: str
+) -> None:
+    """Exactly-once needs transactions, and KIP-1071's groups the StreamsGroupHeartbeat API:
+    Samsa has neither, and the application is told so instead of hanging."""
+    application = f"{deployment.application}-{options[-1]}"
+    app = deployment.start(application, f"state-{options[-1]}", *options)
+    wait_until(
+        lambda: app.process.poll() is not None, START_TIMEOUT, 0.2, "the application to stop"
+    )
+    assert app.process.returncode == 1
+    errors = app.errors()
+    assert errors and named in errors[0], errors

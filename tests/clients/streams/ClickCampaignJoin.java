@@ -9,7 +9,8 @@
 //        -> counts: campaign_id -> the running count, as text
 //
 // Usage: java ClickCampaignJoin.java BOOTSTRAP APPLICATION_ID STATE_DIR CLICKS CAMPAIGNS
-//        ENRICHED COUNTS
+//        ENRICHED COUNTS [PROCESSING_GUARANTEE [GROUP_PROTOCOL]]
+// (at_least_once and Streams' default group protocol, classic, unless given)
 // It prints JSON lines on stdout: {"state": ...} at each state change and {"restored": store,
 // "partition": p, "records": n} when a store partition has been restored from its changelog.
 // SIGTERM closes it cleanly; it exits 1 if a stream thread dies.
@@ -63,9 +64,9 @@ public class ClickCampaignJoin {
     }
 
     public static void main(String[] args) throws Exception {
-        if (args.length != 7) {
-            System.err.println(
-                "usage: ClickCampaignJoin BOOTSTRAP APPLICATION_ID STATE_DIR CLICKS CAMPAIGNS ENRICHED COUNTS");
+        if (args.length < 7 || args.length > 9) {
+            System.err.println("usage: ClickCampaignJoin BOOTSTRAP APPLICATION_ID STATE_DIR"
+                + " CLICKS CAMPAIGNS ENRICHED COUNTS [PROCESSING_GUARANTEE [GROUP_PROTOCOL]]");
             System.exit(2);
         }
         String clicksTopic = args[3], campaignsTopic = args[4];
@@ -75,7 +76,11 @@ public class ClickCampaignJoin {
         p.put(StreamsConfig.BOOTSTRAP_SERVERS_CONFIG, args[0]);
         p.put(StreamsConfig.APPLICATION_ID_CONFIG, args[1]);
         p.put(StreamsConfig.STATE_DIR_CONFIG, args[2]);
-        p.put(StreamsConfig.PROCESSING_GUARANTEE_CONFIG, StreamsConfig.AT_LEAST_ONCE);
+        p.put(StreamsConfig.PROCESSING_GUARANTEE_CONFIG,
+            args.length > 7 ? args[7] : StreamsConfig.AT_LEAST_ONCE);
+        if (args.length > 8) {
+            p.put(StreamsConfig.GROUP_PROTOCOL_CONFIG, args[8]);
+        }
         p.put(StreamsConfig.DEFAULT_KEY_SERDE_CLASS_CONFIG, Serdes.StringSerde.class);
         p.put(StreamsConfig.DEFAULT_VALUE_SERDE_CLASS_CONFIG, Serdes.StringSerde.class);
         p.put(StreamsConfig.NUM_STREAM_THREADS_CONFIG, 1);
@@ -123,7 +128,11 @@ public class ClickCampaignJoin {
         });
         streams.setUncaughtExceptionHandler(e -> {
             failed.set(true);
-            say(JSON.createObjectNode().put("error", String.valueOf(e)));
+            StringBuilder causes = new StringBuilder();
+            for (Throwable t = e; t != null; t = t.getCause()) {
+                causes.append(causes.length() == 0 ? "" : " <- ").append(t);
+            }
+            say(JSON.createObjectNode().put("error", causes.toString()));
             return StreamsUncaughtExceptionHandler.StreamThreadExceptionResponse.SHUTDOWN_CLIENT;
         });
         Runtime.getRuntime().addShutdownHook(new Thread(() -> {
