@@ -88,6 +88,9 @@ public class ClickCampaignJoin {
         // follows what was processed within a second.
         p.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, 200);
         p.put(StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG, 0);
+        // Delete what has been consumed from the repartition topic (DeleteRecords) after every
+        // commit, not every 30 s.
+        p.put(StreamsConfig.REPARTITION_PURGE_INTERVAL_MS_CONFIG, 0);
         // A killed instance leaves the group after 6 s, not Streams' default 45 s.
         p.put(StreamsConfig.consumerPrefix(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG), 6000);
         p.put(StreamsConfig.consumerPrefix(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG), 1000);
