@@ -16,7 +16,9 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource
 from kafka_support import consume, wait_until
+from typer.testing import CliRunner
 
+from samsa.cli.main import app
 from samsa.dev import jars
 from samsa.dev.connect import FILE_SINK, FILE_SOURCE, ConnectError, ConnectWorker
 from samsa.local.cluster import LocalCluster
@@ -229,3 +231,14 @@ def test_a_worker_killed_and_started_again_resumes_from_its_committed_offsets(
     )
     assert connectors_running(worker, source, sink)
     assert end_offsets(bootstrap, topic) == (0, 1200), "each line produced to the topic once"
+
+
+def test_samsa_dev_connect_refuses_a_malformed_override_in_one_line(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        app, ["dev", "connect", "--data-dir", str(tmp_path), "--override", "group.id"]
+    )
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines() == [
+        "error: group.id: an override must look like key=value"
+    ]
+    assert not (tmp_path / "worker.properties").exists()

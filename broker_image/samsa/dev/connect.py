@@ -122,19 +122,22 @@ class ConnectWorker:
         return self.process is not None and self.process.poll() is None
 
     def wait_ready(self, timeout: float = 90.0) -> dict[str, Any]:
-        """Until the REST API answers; returns its root resource (version, Kafka cluster id)."""
+        """Until the worker is healthy (KIP-1017: it has read its internal topics and joined its
+        group; before that ``/health`` answers 503); returns the REST API's root resource
+        (version, Kafka cluster id)."""
         deadline = time.monotonic() + timeout
         last: Exception | None = None
         while time.monotonic() < deadline:
             if not self.running():
                 raise ConnectError(f"the Connect worker exited; see {self.log}")
             try:
-                root: dict[str, Any] = self.rest("GET", "/", timeout=2)
+                self.rest("GET", "/health", timeout=5)
+                root: dict[str, Any] = self.rest("GET", "/", timeout=5)
                 return root
             except ConnectError as exc:
                 last = exc
             time.sleep(0.25)
-        raise ConnectError(f"the Connect worker did not answer in {timeout}s: {last}")
+        raise ConnectError(f"the Connect worker was not healthy in {timeout}s: {last}")
 
     def kill(self) -> None:
         """kill -9: no graceful leave, no final offset flush."""
