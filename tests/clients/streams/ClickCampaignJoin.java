@@ -12,7 +12,7 @@
 //        ENRICHED COUNTS [PROCESSING_GUARANTEE [GROUP_PROTOCOL]]
 // (at_least_once and Streams' default group protocol, classic, unless given)
 // It prints JSON lines on stdout: {"state": ...} at each state change and {"restored": store,
-// "partition": p, "records": n} when a store partition has been restored from its changelog.
+// "topic": changelog, "partition": p, "records": n} when a store partition has been restored.
 // SIGTERM closes it cleanly; it exits 1 if a stream thread dies.
 
 import com.fasterxml.jackson.databind.ObjectMapper;
@@ -126,7 +126,8 @@ public class ClickCampaignJoin {
 
             public void onRestoreEnd(TopicPartition tp, String store, long total) {
                 say(JSON.createObjectNode()
-                    .put("restored", store).put("partition", tp.partition()).put("records", total));
+                    .put("restored", store).put("topic", tp.topic()).put("partition", tp.partition())
+                    .put("records", total));
             }
         });
         streams.setUncaughtExceptionHandler(e -> {
