@@ -19,8 +19,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+import kafka_support
 import pytest
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 from kafka_support import consume, name_for_test, wait_until
 
@@ -117,14 +118,18 @@ class StreamsApp:
 
 
 def produce(bootstrap: str, topic: str, records: list[tuple[str, str]]) -> None:
-    # murmur2, as Java's producers and Streams partition: the campaigns must sit in the
-    # partitions that Streams' repartition topic puts their clicks in (co-partitioning).
-    producer = Producer(
-        {"bootstrap.servers": bootstrap, "acks": "all", "partitioner": "murmur2_random"}
+    """Each (key, value) to the partition Java's producers would choose for its key: Streams'
+    repartition topic puts a campaign's clicks where Java's murmur2 says, and the campaign
+    itself must be in the same partition of its topic (co-partitioning)."""
+    kafka_support.produce(
+        bootstrap,
+        topic,
+        [v.encode() for _, v in records],
+        keys=[k.encode() for k, _ in records],
+        partition=None,
+        acks="all",
+        partitioner="murmur2_random",
     )
-    for key, value in records:
-        producer.produce(topic, key=key.encode(), value=value.encode())
-    assert producer.flush(30) == 0
 
 
 def read_all(bootstrap: str, topic: str) -> list[tuple[str, str]]:
