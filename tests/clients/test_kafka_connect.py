@@ -227,10 +227,14 @@ def test_a_worker_killed_and_started_again_resumes_from_its_committed_offsets(
     worker.start().wait_ready(READY_TIMEOUT)
 
     wait_copied(
-        source_file, sink_file, "the lines appended after the restart in the sink file, once each"
+        source_file, sink_file, "the lines appended while it was down in the sink file, once each"
     )
     assert connectors_running(worker, source, sink)
-    assert end_offsets(bootstrap, topic) == (0, 1200), "each line produced to the topic once"
+    # And it goes on following the file.
+    with source_file.open("ab") as f:
+        f.write(lines(1200, 100))
+    wait_copied(source_file, sink_file, "the lines appended after the restart in the sink file")
+    assert end_offsets(bootstrap, topic) == (0, 1300), "each line produced to the topic once"
 
 
 def test_samsa_dev_connect_refuses_a_malformed_override_in_one_line(tmp_path: Path) -> None:
