@@ -47,7 +47,8 @@ DIFFERENCES = """\
   `samsa-metadata.json` in its data directory and leads every partition; `acks=all` acts as
   `acks=1` while a partition has one replica.
 - **Log directories.** One data directory per broker; `log.dirs` with several is not offered,
-  so DescribeLogDirs and AlterReplicaLogDirs are not either.
+  so AlterReplicaLogDirs is not either. DescribeLogDirs describes that one directory (Kafka's
+  `kafka-reassign-partitions --generate` and `kafka-log-dirs` ask for it).
 - **No authentication or ACLs.** SASL and TLS are not offered; authorized-operations fields
   are answered with "not provided" (-2147483648).
 - **A group whose metadata cannot be stored is not formed.** A JoinGroup that would make the

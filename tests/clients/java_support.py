@@ -1,0 +1,93 @@
+"""The Java side of the client matrix: the programs in tests/clients/java, compiled once
+against the cached Kafka jars (``samsa.dev.kafka.java_program``).
+
+- ``JavaClient``: scenarios of the Java kafka-clients, each one JVM run that prints its
+  findings as one JSON object.
+- ``ToolShell``: Kafka's command-line tools by their main classes, one after another in one
+  JVM, each run answered as a ``subprocess.CompletedProcess`` like ``samsa.dev.kafka.run_tool``.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import subprocess
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any
+
+from samsa.dev.kafka import java_program, main_class
+
+JAVA = Path(__file__).resolve().parent / "java"
+# Every step of JavaClient is bounded by 30 s; a scenario has a few.
+RUN_TIMEOUT = 180.0
+
+# A tool by its script name, and its arguments: the completed run.
+Tool = Callable[..., subprocess.CompletedProcess[str]]
+
+
+def java_client(command: str, *args: str, timeout: float = RUN_TIMEOUT) -> dict[str, Any]:
+    """Run one JavaClient scenario; its JSON findings (stderr, on failure, in the message)."""
+    argv = java_program(JAVA / "JavaClient.java", [command, *args])
+    done = subprocess.run(
+        argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
+    )
+    assert done.returncode == 0, f"JavaClient {command} failed: {done.stderr[-3000:]}"
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+class ToolShell:
+    """One JVM that runs Kafka's tools on request (tests/clients/java/ToolShell.java)."""
+
+    def __init__(self, log: Path) -> None:
+        self._log = log.open("w")
+        self.process = subprocess.Popen(
+            java_program(JAVA / "ToolShell.java", []),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._log,
+            text=True,
+        )
+        self._answers: queue.Queue[str | None] = queue.Queue()
+        assert self.process.stdout is not None
+        threading.Thread(target=self._read, args=(self.process.stdout,), daemon=True).start()
+
+    def _read(self, stdout: IO[str]) -> None:
+        for line in stdout:
+            self._answers.put(line)
+        self._answers.put(None)
+
+    def run(
+        self, tool: str, args: list[str], *, input: str | None = None, timeout: float = 90.0
+    ) -> subprocess.CompletedProcess[str]:
+        """Run a tool (by its script name) to completion, as ``run_tool`` would."""
+        assert self.process.stdin is not None
+        request = {"tool": main_class(tool), "args": args, "input": input}
+        self.process.stdin.write(json.dumps(request) + "\n")
+        self.process.stdin.flush()
+        try:
+            line = self._answers.get(timeout=timeout)
+        except queue.Empty:
+            self.close()
+            raise TimeoutError(
+                f"{tool} {' '.join(args)} did not finish in {timeout:.0f} s"
+            ) from None
+        if line is None:
+            raise RuntimeError(f"the tool shell exited ({self.process.wait()}) during {tool}")
+        answer = json.loads(line)
+        return subprocess.CompletedProcess(
+            [tool, *args], answer["rc"], answer["stdout"], answer["stderr"]
+        )
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            assert self.process.stdin is not None
+            try:
+                self.process.stdin.close()
+                self.process.wait(timeout=10)
+            except (OSError, subprocess.TimeoutExpired):
+                self.process.kill()
+                self.process.wait(timeout=10)
+        self._log.close()
