@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import pytest
+from clients_support import stored_batches
 from kafka_support import Wire, wait_until
 from kio.schema.create_partitions.v1.request import CreatePartitionsRequest, CreatePartitionsTopic
 from kio.schema.create_topics.v3.request import CreatableTopic, CreateTopicsRequest
@@ -28,7 +29,6 @@ from kio.schema.metadata.v6.request import MetadataRequest, MetadataRequestTopic
 
 from samsa.dev import programs
 from samsa.local.cluster import LocalCluster
-from samsa.protocol.records import scan_batches
 
 HERE = Path(__file__).resolve().parent
 # Every step of the programs is bounded by 20 s; a subprocess gets a little more.
@@ -156,15 +156,6 @@ def members() -> Iterator[list[Member]]:
     yield started
     for m in started:
         m.stop()
-
-
-def stored_batches(cluster: LocalCluster, topic: str) -> list[Any]:
-    """The headers of every batch of the topic in every broker's log, as stored on disk."""
-    headers = []
-    for broker in range(3):
-        for log in sorted((cluster.broker_dir(broker)).glob(f"{topic}-*/*.log")):
-            headers += [h for _, h in scan_batches(log.read_bytes())]
-    return headers
 
 
 def test_admin_calls_idempotent_produce_and_group_offsets(

@@ -8,20 +8,20 @@ from typing import Any
 from samsa.config.kafka import BROKER_CONFIG
 from samsa.config.topic import BROKER_SYNONYMS
 from samsa.handlers.context import BrokerServices
-from samsa.handlers.topic_admin import _CONFIG_TYPES, topic_config_entries, validate_configs
+from samsa.handlers.topic_admin import (
+    _CONFIG_TYPES,
+    DEFAULT_CONFIG,
+    DYNAMIC_BROKER_CONFIG,
+    STATIC_BROKER_CONFIG,
+    topic_config_entries,
+    validate_configs,
+)
 from samsa.metadata import TopicMetadata
 from samsa.protocol.errors import ErrorCode, KafkaApiError
 
 TOPIC = 2
 BROKER = 4
 BROKER_LOGGER = 8
-
-# DescribeConfigs config_source values.
-DYNAMIC_TOPIC_CONFIG = 1
-DYNAMIC_BROKER_CONFIG = 2
-DYNAMIC_DEFAULT_BROKER_CONFIG = 3
-STATIC_BROKER_CONFIG = 4
-DEFAULT_CONFIG = 5
 
 
 def topic_of(services: BrokerServices, name: str) -> TopicMetadata:
