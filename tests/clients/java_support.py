@@ -5,6 +5,8 @@ against the cached Kafka jars (``samsa.dev.kafka.java_program``).
   findings as one JSON object.
 - ``ToolShell``: Kafka's command-line tools by their main classes, one after another in one
   JVM, each run answered as a ``subprocess.CompletedProcess`` like ``samsa.dev.kafka.run_tool``.
+- ``EventTool``: one of Kafka's tools in a process of its own whose stdout is JSON events, one
+  a line (the verifiable producer and consumer of Kafka's system tests).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
-from samsa.dev.kafka import java_program, main_class
+from samsa.dev.kafka import java_program, main_class, tool_command
 
 JAVA = Path(__file__).resolve().parent / "java"
 # Every step of JavaClient is bounded by 30 s; a scenario has a few.
@@ -90,4 +92,43 @@ class ToolShell:
             except (OSError, subprocess.TimeoutExpired):
                 self.process.kill()
                 self.process.wait(timeout=10)
+        self._log.close()
+
+
+class EventTool:
+    """A tool printing JSON events on stdout, running while the test watches its events."""
+
+    def __init__(self, tool: str, args: list[str], log: Path) -> None:
+        self.name = tool
+        self._log = log.open("w")
+        self.process = subprocess.Popen(
+            tool_command(tool, args),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=self._log,
+            text=True,
+        )
+        self.events: list[dict[str, Any]] = []
+        assert self.process.stdout is not None
+        self._reader = threading.Thread(target=self._read, args=(self.process.stdout,))
+        self._reader.daemon = True
+        self._reader.start()
+
+    def _read(self, stdout: IO[str]) -> None:
+        for line in stdout:
+            if line.startswith("{"):
+                self.events.append(json.loads(line))
+
+    def named(self, name: str) -> list[dict[str, Any]]:
+        return [e for e in list(self.events) if e.get("name") == name]
+
+    def wait_exit(self, timeout: float) -> int:
+        code = self.process.wait(timeout=timeout)
+        self._reader.join(timeout=10)
+        return code
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(timeout=10)
         self._log.close()
