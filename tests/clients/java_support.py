@@ -1,8 +1,8 @@
 """The Java side of the client matrix: the programs in tests/clients/java, compiled once
 against the cached Kafka jars (``samsa.dev.kafka.java_program``).
 
-- ``JavaClient``: scenarios of the Java kafka-clients, each one JVM run that prints its
-  findings as one JSON object.
+- ``JavaClient``: scenarios of the Java kafka-clients, run at once in one JVM that prints
+  their findings as one JSON object.
 - ``ToolShell``: Kafka's command-line tools by their main classes, one after another in one
   JVM, each run answered as a ``subprocess.CompletedProcess`` like ``samsa.dev.kafka.run_tool``.
 - ``EventTool``: one of Kafka's tools in a process of its own whose stdout is JSON events, one
@@ -29,13 +29,15 @@ RUN_TIMEOUT = 180.0
 Tool = Callable[..., subprocess.CompletedProcess[str]]
 
 
-def java_client(command: str, *args: str, timeout: float = RUN_TIMEOUT) -> dict[str, Any]:
-    """Run one JavaClient scenario; its JSON findings (stderr, on failure, in the message)."""
-    argv = java_program(JAVA / "JavaClient.java", [command, *args])
+def java_client(*scenarios: list[str], timeout: float = RUN_TIMEOUT) -> dict[str, Any]:
+    """Run JavaClient scenarios (each a command and its flags) at once in one JVM; what each
+    found, by command (its stderr, on failure, in the message)."""
+    args = [word for scenario in scenarios for word in ("--", *scenario)]
+    argv = java_program(JAVA / "JavaClient.java", args, heap="256m")
     done = subprocess.run(
         argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
     )
-    assert done.returncode == 0, f"JavaClient {command} failed: {done.stderr[-3000:]}"
+    assert done.returncode == 0, f"JavaClient failed: {done.stderr[-3000:]}"
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     return result
 
@@ -46,7 +48,7 @@ class ToolShell:
     def __init__(self, log: Path) -> None:
         self._log = log.open("w")
         self.process = subprocess.Popen(
-            java_program(JAVA / "ToolShell.java", []),
+            java_program(JAVA / "ToolShell.java", [], heap="256m"),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._log,

@@ -2,8 +2,8 @@
 min.insync.replicas 2): an idempotent producer with acks=all, a consumer group with
 cooperative-sticky assignment, and the AdminClient.
 
-Each scenario is one run of tests/clients/java/JavaClient.java, which prints what it saw as
-JSON; the AdminClient's calls run once for the module and each test judges a part of them.
+The scenarios run at once, in one run of tests/clients/java/JavaClient.java (one JVM start
+for the module), which prints what each saw as JSON; each test judges a part of it.
 """
 
 from __future__ import annotations
@@ -18,13 +18,28 @@ from kafka_support import wait_until
 
 from samsa.local.cluster import LocalCluster
 
+COUNT = 1000  # records the idempotent producer sends
+PARTITIONS, EACH = 6, 300  # the group's partitions, and records produced at each of 3 steps
+
+
+@pytest.fixture(scope="module")
+def java(samsa_cluster: LocalCluster) -> dict[str, Any]:
+    """What each JavaClient scenario found, by scenario."""
+    bootstrap = samsa_cluster.bootstrap_servers
+    return java_client(
+        ["produce", "--bootstrap", bootstrap, "--topic", "java-produce",
+         "--partitions", "3", "--count", str(COUNT)],
+        ["group", "--bootstrap", bootstrap, "--topic", "java-group", "--group", "java-group",
+         "--partitions", str(PARTITIONS), "--count", str(EACH)],
+        ["admin", "--bootstrap", bootstrap, "--topic", "java-admin",
+         "--group", "java-admin-group"],
+    )  # fmt: skip
+
 
 def test_idempotent_producer_acks_all_every_record_once_and_in_order(
-    bootstrap: str, topic: str, samsa_cluster: LocalCluster
+    java: dict[str, Any], samsa_cluster: LocalCluster
 ) -> None:
-    count = 1000
-    found = java_client("produce", "--bootstrap", bootstrap, "--topic", topic,
-                        "--partitions", "3", "--count", str(count))  # fmt: skip
+    count, topic, found = COUNT, "java-produce", java["produce"]
     assert found["failure"] is None, found["failure"]
     assert (found["acked"], found["errors"]) == (count, {})
     read = found["read"]
@@ -47,11 +62,9 @@ def test_idempotent_producer_acks_all_every_record_once_and_in_order(
 
 
 def test_cooperative_sticky_members_split_partitions_hand_over_and_consume_each_record_once(
-    bootstrap: str, topic: str, group: str
+    java: dict[str, Any],
 ) -> None:
-    partitions, count = 6, 300
-    found = java_client("group", "--bootstrap", bootstrap, "--topic", topic, "--group", group,
-                        "--partitions", str(partitions), "--count", str(count))  # fmt: skip
+    partitions, count, found = PARTITIONS, EACH, java["group"]
     a, b = found["members"]["a"], found["members"]["b"]
     assert found["failure"] is None, (found["failure"], found["steps"], a["events"], b["events"])
     assert a["error"] is None and b["error"] is None
@@ -86,10 +99,11 @@ def test_cooperative_sticky_members_split_partitions_hand_over_and_consume_each_
 
 
 @pytest.fixture(scope="module")
-def admin(samsa_cluster: LocalCluster) -> dict[str, Any]:
-    """The AdminClient's calls, in one run (JavaClient admin); each call's result or error."""
-    return java_client("admin", "--bootstrap", samsa_cluster.bootstrap_servers,
-                       "--topic", "java-admin", "--group", "java-admin-group")  # fmt: skip
+def admin(java: dict[str, Any]) -> dict[str, Any]:
+    """The AdminClient's calls: each call's result or error."""
+    found: dict[str, Any] = java["admin"]
+    assert found["failure"] is None, found["failure"]
+    return found
 
 
 def result(admin: dict[str, Any], call: str) -> Any:

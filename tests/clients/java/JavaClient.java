@@ -1,5 +1,6 @@
-// Apache Kafka's Java client (kafka-clients) against a cluster, in scenarios that each run in
-// one JVM and print what they saw as one JSON object on stdout; the tests judge it.
+// Apache Kafka's Java client (kafka-clients) against a cluster, in scenarios that run at once
+// in one JVM (separated by "--" on the command line) and print what they saw as one JSON
+// object on stdout, by scenario name; the tests judge it.
 //
 //   produce --bootstrap B --topic T --partitions P --count N
 //       an idempotent producer (acks=all) sends N keyed records; a consumer reads them back
@@ -76,26 +77,56 @@ public class JavaClient {
     }
 
     public static void main(String[] argv) throws Exception {
-        Map<String, String> flags = new HashMap<>();
-        for (int i = 1; i + 1 < argv.length; i += 2) {
-            flags.put(argv[i].replaceFirst("^--", ""), argv[i + 1]);
-        }
+        // Scenarios separated by "--" run at once, each on its own thread: one JVM start.
         Map<String, Object> out = new LinkedHashMap<>();
-        out.put("failure", null);
-        try {
-            switch (argv[0]) {
-                case "produce" -> produce(flags, out);
-                case "group" -> group(flags, out);
-                case "admin" -> admin(flags, out);
-                default -> throw new IllegalArgumentException("unknown scenario " + argv[0]);
+        List<Thread> running = new ArrayList<>();
+        List<String> scenario = new ArrayList<>();
+        for (int i = 0; i <= argv.length; i++) {
+            if (i < argv.length && !argv[i].equals("--")) {
+                scenario.add(argv[i]);
+                continue;
             }
-        } catch (Failed e) {
-            out.put("failure", e.getMessage());
+            if (scenario.isEmpty()) {
+                continue;
+            }
+            String name = scenario.get(0);
+            Map<String, String> flags = new HashMap<>();
+            for (int j = 1; j + 1 < scenario.size(); j += 2) {
+                flags.put(scenario.get(j).replaceFirst("^--", ""), scenario.get(j + 1));
+            }
+            Map<String, Object> found = new LinkedHashMap<>();
+            found.put("failure", "did not finish");
+            out.put(name, found);
+            Thread t = new Thread(() -> run(name, flags, found), name);
+            t.start();
+            running.add(t);
+            scenario = new ArrayList<>();
         }
-        System.out.println(JSON.writeValueAsString(out));
+        for (Thread t : running) {
+            t.join(4 * WAIT_MS);
+        }
+        synchronized (out) {
+            System.out.println(JSON.writeValueAsString(out));
+        }
         System.out.flush();
         // Clients' threads are done with; do not wait on any that linger.
         System.exit(0);
+    }
+
+    static void run(String scenario, Map<String, String> flags, Map<String, Object> out) {
+        try {
+            switch (scenario) {
+                case "produce" -> produce(flags, out);
+                case "group" -> group(flags, out);
+                case "admin" -> admin(flags, out);
+                default -> throw new IllegalArgumentException("unknown scenario " + scenario);
+            }
+            out.put("failure", null);
+        } catch (Failed e) {
+            out.put("failure", e.getMessage());
+        } catch (Exception e) {
+            out.put("failure", e.toString());
+        }
     }
 
     // -- shared --------------------------------------------------------------------------------
