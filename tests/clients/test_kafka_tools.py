@@ -168,6 +168,31 @@ def test_kafka_configs_alter_describe_and_delete(tool: Tool, topic: str) -> None
         r"min\.insync\.replicas=2 .*STATIC_BROKER_CONFIG:min\.insync\.replicas=2", broker
     )
 
+    # The cluster-wide default (--entity-default) reaches every broker, and the topics.
+    default = ("--entity-type", "brokers", "--entity-default")
+    set_by_default = (
+        "retention.ms=604800001 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG"
+    )
+
+    def every_config(*entity: str) -> str:
+        return ok(tool("kafka-configs", *entity, "--describe", "--all"))
+
+    ok(tool("kafka-configs", *default, "--alter", "--add-config", "log.retention.ms=604800001"))
+    try:
+        assert f"log.{set_by_default}" in ok(tool("kafka-configs", *default, "--describe"))
+        for b in ("0", "1", "2"):
+            wait_until(
+                lambda b=b: (
+                    f"log.{set_by_default}"
+                    in every_config("--entity-type", "brokers", "--entity-name", b)
+                ),
+                what=f"the cluster default on broker {b}",
+            )
+        assert f"\n  {set_by_default}:log.retention.ms=604800001" in every_config(*topic_entity)
+    finally:
+        ok(tool("kafka-configs", *default, "--alter", "--delete-config", "log.retention.ms"))
+    assert "log.retention.ms" not in ok(tool("kafka-configs", *default, "--describe"))
+
 
 def test_reassign_partitions_generate_execute_verify_and_preferred_leader_election(
     tool: Tool, topic: str, tmp_path: Path

@@ -191,17 +191,20 @@ def topic_config_entries(services: BrokerServices, topic: TopicMetadata) -> list
     """Every topic key with value, source and read-only flag, for DescribeConfigs/CreateTopics."""
     defaults = services.dynamic_config().topic_defaults()
     effective = LogConfig.from_props(topic.configs, defaults).to_props()
-    dynamic = services.store.broker_configs()
+    default_layer, own = services.store.broker_config_layers()
     entries: list[dict[str, object]] = []
     for name, key in TOPIC_CONFIG.keys.items():
         value = effective[name]
         # As Kafka: the source is the most specific place that sets the value, the topic's
-        # own override, else its broker synonym set dynamically or in the properties file.
+        # own override, else its broker synonym set dynamically (for this broker, or for
+        # the cluster) or in the properties file.
         synonym = BROKER_SYNONYMS.get(name)
         if name in topic.configs:
             source = DYNAMIC_TOPIC_CONFIG
-        elif synonym in dynamic:
+        elif synonym in own:
             source = DYNAMIC_BROKER_CONFIG
+        elif synonym in default_layer:
+            source = DYNAMIC_DEFAULT_BROKER_CONFIG
         elif synonym in services.config.originals:
             source = STATIC_BROKER_CONFIG
         else:
@@ -224,6 +227,7 @@ def topic_config_entries(services: BrokerServices, topic: TopicMetadata) -> list
 # DescribeConfigs config_source values.
 DYNAMIC_TOPIC_CONFIG = 1
 DYNAMIC_BROKER_CONFIG = 2
+DYNAMIC_DEFAULT_BROKER_CONFIG = 3
 STATIC_BROKER_CONFIG = 4
 DEFAULT_CONFIG = 5
 
