@@ -41,6 +41,17 @@ def samsa_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalClu
 
 
 @pytest.fixture
+def own_cluster(tmp_path: Path) -> Iterator[LocalCluster]:
+    """A 3-broker cluster like the session's, of the test's own: for tests that kill brokers."""
+    cluster = LocalCluster(tmp_path / "own-cluster", 3, {**FAST, **REPLICATED})
+    cluster.up(timeout=120)
+    try:
+        yield cluster
+    finally:
+        cluster.down(timeout=10)
+
+
+@pytest.fixture
 def bootstrap(samsa_cluster: LocalCluster) -> str:
     return samsa_cluster.bootstrap_servers
 

@@ -10,18 +10,21 @@ directory, so ``samsa dev kafka down`` in another process finds it.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from samsa.dev import jars
+from samsa.dev.cache import cache_root
 
 JAR_SET = "kafka"
 
@@ -32,6 +35,7 @@ def kafka_version() -> str:
 
 
 STATE_FILE = "kafka.json"
+COMPILED = ".compiled"
 
 # The main class behind each of Kafka's bin/ scripts (Kafka 4.3).
 TOOLS: dict[str, str] = {
@@ -58,7 +62,8 @@ TOOLS: dict[str, str] = {
     "kafka-verifiable-producer": "org.apache.kafka.tools.VerifiableProducer",
 }
 
-# Tools talk on stderr only when something is wrong, as Kafka's tools-log4j2 configuration does.
+# Tools talk on stderr only when something is wrong, as Kafka's tools-log4j2 configuration does;
+# the logger follows System.err, so that a tool run inside another JVM's shell is heard there.
 TOOLS_LOG4J = """\
 status = error
 appender.stderr.type = Console
@@ -66,6 +71,7 @@ appender.stderr.name = STDERR
 appender.stderr.target = SYSTEM_ERR
 appender.stderr.layout.type = PatternLayout
 appender.stderr.layout.pattern = [%d] %p %m (%c)%n
+appender.stderr.follow = true
 rootLogger.level = warn
 rootLogger.appenderRef.stderr.ref = STDERR
 """
@@ -112,7 +118,7 @@ def main_class(tool: str) -> str:
 
 
 def _log4j_file(name: str, text: str) -> Path:
-    path = jars.cache_root() / "kafka-log4j" / name
+    path = cache_root() / "kafka-log4j" / name
     if not path.exists() or path.read_text() != text:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
@@ -127,8 +133,10 @@ def java_command(
     heap: str = "256m",
     log4j: Path | None = None,
     jvm_options: tuple[str, ...] = (),
+    classes: tuple[Path, ...] = (),
 ) -> list[str]:
-    """A ``java`` command line running `klass` with the jar sets on its classpath."""
+    """A ``java`` command line running `klass` with `classes` (folders) and the jar sets on
+    its classpath."""
     log4j = log4j or _log4j_file("tools-log4j2.properties", TOOLS_LOG4J)
     return [
         java(),
@@ -139,10 +147,46 @@ def java_command(
         f"-Dlog4j2.configurationFile={log4j}",
         *jvm_options,
         "-cp",
-        jars.classpath(*jar_sets),
+        os.pathsep.join([*map(str, classes), jars.classpath(*jar_sets)]),
         klass,
         *args,
     ]
+
+
+def compiled(source: Path, jar_sets: tuple[str, ...] = (JAR_SET,)) -> Path:
+    """The classes of one Java source file, compiled by ``javac`` against the jar sets once
+    and kept in ``<cache>/java/<name>-<hash of the source and the classpath>``: launching a
+    source file (JEP 330) compiles it again at every start, which costs seconds of CPU."""
+    source = Path(source).resolve()
+    classpath = jars.classpath(*jar_sets)
+    digest = hashlib.sha256(source.read_bytes() + b"\0" + classpath.encode()).hexdigest()[:16]
+    target = cache_root() / "java" / f"{source.stem}-{digest}"
+    if (target / COMPILED).exists():
+        return target
+    javac = str(Path(java()).with_name("javac"))
+    if not Path(javac).exists():
+        javac = shutil.which("javac") or "javac"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f"{target.name}.", dir=target.parent))
+    result = subprocess.run(
+        [javac, "-nowarn", "-proc:none", "-cp", classpath, "-d", str(staging), str(source)],
+        capture_output=True,
+        text=True,
+    )
+    if result.returncode != 0:
+        shutil.rmtree(staging, ignore_errors=True)
+        tail = " | ".join(result.stderr.strip().splitlines()[-8:])
+        raise RuntimeError(f"javac {source.name} failed: {tail}")
+    (staging / COMPILED).write_text("")
+    try:
+        os.replace(staging, target)
+    except OSError:  # another process compiled the same source meanwhile
+        shutil.rmtree(staging, ignore_errors=True)
+    # Classes of earlier versions of the source are of no more use.
+    for old in target.parent.glob(f"{source.stem}-*"):
+        if old != target and len(old.name) == len(target.name):
+            shutil.rmtree(old, ignore_errors=True)
+    return target
 
 
 def java_program(
@@ -153,14 +197,17 @@ def java_program(
     heap: str = "512m",
     jvm_options: tuple[str, ...] = (),
 ) -> list[str]:
-    """A ``java`` command line running one Java source file (JEP 330: compiled in memory at
-    launch, so test programs need no build step) with the jar sets on its classpath."""
+    """A ``java`` command line running the class named after one Java source file (so test
+    programs need no build step: it is compiled on first use) with the jar sets on its
+    classpath."""
+    classes = compiled(source, jar_sets)
     return java_command(
-        str(Path(source).resolve()),
+        Path(source).stem,
         list(args),
         jar_sets=jar_sets,
         heap=heap,
         jvm_options=jvm_options,
+        classes=(classes,),
     )
 
 

@@ -8,20 +8,21 @@ from typing import Any
 from samsa.config.kafka import BROKER_CONFIG
 from samsa.config.topic import BROKER_SYNONYMS
 from samsa.handlers.context import BrokerServices
-from samsa.handlers.topic_admin import _CONFIG_TYPES, topic_config_entries, validate_configs
+from samsa.handlers.topic_admin import (
+    _CONFIG_TYPES,
+    DEFAULT_CONFIG,
+    DYNAMIC_BROKER_CONFIG,
+    DYNAMIC_DEFAULT_BROKER_CONFIG,
+    STATIC_BROKER_CONFIG,
+    topic_config_entries,
+    validate_configs,
+)
 from samsa.metadata import TopicMetadata
 from samsa.protocol.errors import ErrorCode, KafkaApiError
 
 TOPIC = 2
 BROKER = 4
 BROKER_LOGGER = 8
-
-# DescribeConfigs config_source values.
-DYNAMIC_TOPIC_CONFIG = 1
-DYNAMIC_BROKER_CONFIG = 2
-DYNAMIC_DEFAULT_BROKER_CONFIG = 3
-STATIC_BROKER_CONFIG = 4
-DEFAULT_CONFIG = 5
 
 
 def topic_of(services: BrokerServices, name: str) -> TopicMetadata:
@@ -31,31 +32,41 @@ def topic_of(services: BrokerServices, name: str) -> TopicMetadata:
     return topic
 
 
-def check_broker(services: BrokerServices, name: str) -> None:
+def check_broker(services: BrokerServices, name: str) -> bool:
+    """Whether the broker resource is the cluster-wide default (an empty name), rather than
+    this broker; any other broker's id is refused, as Kafka does."""
     if name not in ("", str(services.broker.id)):
         raise KafkaApiError(
             ErrorCode.invalid_request,
             f"Unexpected broker id, expected {services.broker.id} "
             f"or empty string, but received {name}",
         )
+    return name == ""
 
 
-def broker_config_entries(services: BrokerServices) -> list[dict[str, Any]]:
-    config = services.dynamic_config()
-    dynamic = services.store.broker_configs()
+def broker_config_entries(
+    services: BrokerServices, cluster_default: bool = False
+) -> list[dict[str, Any]]:
+    """Each broker config with its value and source; of the cluster-wide default resource,
+    leaving out what is set for this broker alone."""
+    default_layer, own = services.store.broker_config_layers()
+    if cluster_default:
+        own = {}
     static = services.config.originals
     entries = []
     for name, key in BROKER_CONFIG.keys.items():
-        if name in dynamic:
-            source = DYNAMIC_BROKER_CONFIG
+        if name in own:
+            source, value = DYNAMIC_BROKER_CONFIG, key.parse(own[name])
+        elif name in default_layer:
+            source, value = DYNAMIC_DEFAULT_BROKER_CONFIG, key.parse(default_layer[name])
         elif name in static:
-            source = STATIC_BROKER_CONFIG
+            source, value = STATIC_BROKER_CONFIG, static[name]
         else:
-            source = DEFAULT_CONFIG
+            source, value = DEFAULT_CONFIG, key.default
         entries.append(
             {
                 "name": name,
-                "value": None if key.sensitive else key.render(config[name]),
+                "value": None if key.sensitive else key.render(value),
                 "read_only": key.read_only,
                 "config_source": source,
                 "is_default": source == DEFAULT_CONFIG,
@@ -71,8 +82,7 @@ def describe(services: BrokerServices, resource_type: int, name: str) -> list[di
     if resource_type == TOPIC:
         return topic_config_entries(services, topic_of(services, name))
     if resource_type == BROKER:
-        check_broker(services, name)
-        return broker_config_entries(services)
+        return broker_config_entries(services, check_broker(services, name))
     raise KafkaApiError(ErrorCode.invalid_request, f"Unsupported resource type {resource_type}")
 
 
@@ -112,10 +122,10 @@ async def replace(
             await services.store.set_topic_configs(name, clean)
         return
     if resource_type == BROKER:
-        check_broker(services, name)
+        cluster_default = check_broker(services, name)
         clean = validate_broker_configs(configs)
         if not validate_only:
-            await services.store.set_broker_configs(clean)
+            await services.store.set_broker_configs(clean, cluster_default)
         return
     raise KafkaApiError(ErrorCode.invalid_request, f"Unsupported resource type {resource_type}")
 
@@ -124,14 +134,14 @@ def current_overrides(services: BrokerServices, resource_type: int, name: str) -
     if resource_type == TOPIC:
         return dict(topic_of(services, name).configs)
     if resource_type == BROKER:
-        check_broker(services, name)
-        return services.store.broker_configs()
+        default_layer, own = services.store.broker_config_layers()
+        return default_layer if check_broker(services, name) else own
     raise KafkaApiError(ErrorCode.invalid_request, f"Unsupported resource type {resource_type}")
 
 
 def synonyms(services: BrokerServices, resource_type: int, name: str) -> list[dict[str, Any]]:
     """Where a value comes from, most specific first (Kafka's DescribeConfigs synonyms)."""
-    dynamic = services.store.broker_configs()
+    default_layer, own = services.store.broker_config_layers()
     static = services.config.originals
     out: list[dict[str, Any]] = []
     broker_key = name
@@ -140,10 +150,12 @@ def synonyms(services: BrokerServices, resource_type: int, name: str) -> list[di
     key = BROKER_CONFIG.keys.get(broker_key)
     if key is None:
         return out
-    if broker_key in dynamic:
-        out.append(
-            {"name": broker_key, "value": dynamic[broker_key], "source": DYNAMIC_BROKER_CONFIG}
-        )
+    for layer, source in (
+        (own, DYNAMIC_BROKER_CONFIG),
+        (default_layer, DYNAMIC_DEFAULT_BROKER_CONFIG),
+    ):
+        if broker_key in layer:
+            out.append({"name": broker_key, "value": layer[broker_key], "source": source})
     if broker_key in static:
         out.append(
             {

@@ -6,6 +6,7 @@ from typing import Any
 
 from samsa.handlers import configs
 from samsa.handlers.context import BrokerServices, RequestContext
+from samsa.handlers.topic_admin import DYNAMIC_TOPIC_CONFIG
 from samsa.protocol.errors import ErrorCode, KafkaApiError
 
 KEY = 32
@@ -43,7 +44,7 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> dict[
                         {
                             "name": e["name"],
                             "value": e["value"],
-                            "source": configs.DYNAMIC_TOPIC_CONFIG,
+                            "source": DYNAMIC_TOPIC_CONFIG,
                         }
                     ]
                 e["synonyms"] = own + configs.synonyms(services, resource.resource_type, e["name"])

@@ -105,7 +105,8 @@ DIFFERENCES: tuple[Difference, ...] = (
         what="Log directories.",
         why=(
             "One data directory per broker; `log.dirs` with several is not offered, so "
-            "DescribeLogDirs and AlterReplicaLogDirs are not either."
+            "AlterReplicaLogDirs is not either. DescribeLogDirs describes that one directory "
+            "(Kafka's `kafka-reassign-partitions --generate` and `kafka-log-dirs` ask for it)."
         ),
     ),
     Difference(

@@ -96,7 +96,8 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     for item in requested:
         name = item.name
         topic_id = getattr(item, "topic_id", None)
-        if name is None and topic_id not in (None, ZERO_UUID):
+        # Asked by id, the name is null (or, from Kafka 4's Java client, empty).
+        if not name and topic_id not in (None, ZERO_UUID):
             name = cache.topic_name(topic_id)
             if name is None:
                 entries.append(_error_entry(None, topic_id, ErrorCode.unknown_topic_id))

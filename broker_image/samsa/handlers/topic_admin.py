@@ -9,6 +9,7 @@ from datetime import timedelta
 from typing import Any
 
 from samsa.config import TOPIC_CONFIG, ConfigError, LogConfig
+from samsa.config.topic import BROKER_SYNONYMS
 from samsa.coordinator import GROUP_METADATA_TOPIC_NAME
 from samsa.handlers.context import BrokerServices
 from samsa.metadata import TopicMetadata, validate_topic_name
@@ -190,17 +191,31 @@ def topic_config_entries(services: BrokerServices, topic: TopicMetadata) -> list
     """Every topic key with value, source and read-only flag, for DescribeConfigs/CreateTopics."""
     defaults = services.dynamic_config().topic_defaults()
     effective = LogConfig.from_props(topic.configs, defaults).to_props()
+    default_layer, own = services.store.broker_config_layers()
     entries: list[dict[str, object]] = []
     for name, key in TOPIC_CONFIG.keys.items():
         value = effective[name]
-        overridden = name in topic.configs
+        # As Kafka: the source is the most specific place that sets the value, the topic's
+        # own override, else its broker synonym set dynamically (for this broker, or for
+        # the cluster) or in the properties file.
+        synonym = BROKER_SYNONYMS.get(name)
+        if name in topic.configs:
+            source = DYNAMIC_TOPIC_CONFIG
+        elif synonym in own:
+            source = DYNAMIC_BROKER_CONFIG
+        elif synonym in default_layer:
+            source = DYNAMIC_DEFAULT_BROKER_CONFIG
+        elif synonym in services.config.originals:
+            source = STATIC_BROKER_CONFIG
+        else:
+            source = DEFAULT_CONFIG
         entries.append(
             {
                 "name": name,
                 "value": key.render(value),
                 "read_only": False,
-                "config_source": 1 if overridden else 5,
-                "is_default": not overridden,
+                "config_source": source,
+                "is_default": source == DEFAULT_CONFIG,
                 "is_sensitive": False,
                 "config_type": _CONFIG_TYPES.get(key.type, 0),
                 "documentation": key.doc or None,
@@ -208,6 +223,13 @@ def topic_config_entries(services: BrokerServices, topic: TopicMetadata) -> list
         )
     return entries
 
+
+# DescribeConfigs config_source values.
+DYNAMIC_TOPIC_CONFIG = 1
+DYNAMIC_BROKER_CONFIG = 2
+DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+STATIC_BROKER_CONFIG = 4
+DEFAULT_CONFIG = 5
 
 # DescribeConfigs config_type values.
 _CONFIG_TYPES = {

@@ -82,6 +82,7 @@ class LocalMetadataStore:
         self._path = data_dir / METADATA_FILE
         self._topics: dict[str, TopicMetadata] = {}
         self._broker_configs: dict[str, str] = {}
+        self._broker_default_configs: dict[str, str] = {}
         self._listeners: list[MetadataListener] = []
 
     async def start(self) -> None:
@@ -105,6 +106,7 @@ class LocalMetadataStore:
                 )
                 self._topics[topic.name] = topic
             self._broker_configs = dict(data.get("broker_configs", {}))
+            self._broker_default_configs = dict(data.get("broker_default_configs", {}))
         except (OSError, ValueError, KeyError, TypeError) as exc:
             # The logs on disk are the data; without readable metadata we keep them and say so.
             log.error("cannot read %s (%s); starting with no topic metadata", self._path, exc)
@@ -124,6 +126,7 @@ class LocalMetadataStore:
                 for t in self._topics.values()
             ],
             "broker_configs": self._broker_configs,
+            "broker_default_configs": self._broker_default_configs,
         }
         _atomic_write(self._path, json.dumps(data, indent=1, sort_keys=True))
 
@@ -193,9 +196,17 @@ class LocalMetadataStore:
         self._changed({name})
 
     def broker_configs(self) -> dict[str, str]:
-        return dict(self._broker_configs)
+        return {**self._broker_default_configs, **self._broker_configs}
 
-    async def set_broker_configs(self, configs: Mapping[str, str]) -> None:
-        self._broker_configs = dict(configs)
+    def broker_config_layers(self) -> tuple[dict[str, str], dict[str, str]]:
+        return dict(self._broker_default_configs), dict(self._broker_configs)
+
+    async def set_broker_configs(
+        self, configs: Mapping[str, str], cluster_default: bool = False
+    ) -> None:
+        if cluster_default:
+            self._broker_default_configs = dict(configs)
+        else:
+            self._broker_configs = dict(configs)
         self._save()
         self._changed(set())

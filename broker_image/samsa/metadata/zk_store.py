@@ -163,6 +163,12 @@ class ZkMetadataStore:
     def broker_configs(self) -> dict[str, str]:
         return {**self._broker_configs[DEFAULT_ENTITY], **self._broker_configs[str(self.broker.id)]}
 
+    def broker_config_layers(self) -> tuple[dict[str, str], dict[str, str]]:
+        return (
+            dict(self._broker_configs[DEFAULT_ENTITY]),
+            dict(self._broker_configs[str(self.broker.id)]),
+        )
+
     # ------------------------------------------------------------------ writes
 
     async def create_topic(
@@ -200,8 +206,12 @@ class ZkMetadataStore:
         self._configs[name] = dict(configs)
         self._rebuild(name)
 
-    async def set_broker_configs(self, configs: Mapping[str, str]) -> None:
-        entity = str(self.broker.id)
+    async def set_broker_configs(
+        self, configs: Mapping[str, str], cluster_default: bool = False
+    ) -> None:
+        # As Kafka: the cluster-wide default in /config/brokers/<default>, which every broker
+        # watches; a broker's own in /config/brokers/<id>.
+        entity = DEFAULT_ENTITY if cluster_default else str(self.broker.id)
         await self.zk.set_broker_config(entity, dict(configs))
         self._broker_configs[entity] = dict(configs)
         self._changed(set())

@@ -379,9 +379,9 @@ func try(fn func(ctx context.Context) error) attempt {
 	return attempt{Error: errName(err), ElapsedMs: time.Since(began).Milliseconds()}
 }
 
-// unsupported: features franz-go offers that Samsa does not: transactions, DescribeLogDirs,
-// and the KIP-848 group protocol asked for directly. Each must fail promptly with an error
-// that names the cause; afterwards the same client still works.
+// unsupported: features franz-go offers that Samsa does not: transactions and the KIP-848
+// group protocol asked for directly; each must fail promptly with an error that names the
+// cause. DescribeLogDirs, once missing, is answered. Afterwards the same client still works.
 func unsupported(args []string) {
 	c := flags("unsupported")
 	c.parse(args)
