@@ -26,7 +26,7 @@ from typing import Any
 from kazoo.client import KazooState
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
-from samsa.controller.broker_liveness import registration_changes
+from samsa.controller.broker_liveness import BrokerProber, LivenessPolicy, registration_changes
 from samsa.controller.channel import ControllerChannelManager
 from samsa.controller.context import ControllerContext
 from samsa.controller.election import leader_imbalance
@@ -42,6 +42,7 @@ from samsa.metadata.zk_client import (
     TOPICS,
     ControllerMovedError,
     KafkaZkClient,
+    RegisteredBroker,
     topic_path,
 )
 from samsa.protocol.errors import ErrorCode
@@ -76,6 +77,10 @@ class KafkaController:
         self._timers: list[asyncio.Task[None]] = []
         self._watches: list[Any] = []
         self._closed = False
+        # Probes for brokers that died before their session expires: the other brokers while
+        # active, the active controller while not.
+        self.liveness: BrokerProber | None = None
+        self._watched_controller: tuple[int, tuple[str, int]] | None = None
         # Observers (tests, metrics): called with the epoch when this broker becomes active.
         self.on_elected: Callable[[int], None] = lambda epoch: None
 
@@ -83,6 +88,17 @@ class KafkaController:
 
     async def startup(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="controller")
+        config = self.config()
+        interval = config["broker.liveness.probe.interval.ms"] / 1000
+        if interval > 0:
+            self.liveness = BrokerProber(
+                self._probe_address,
+                self._on_probe_dead,
+                LivenessPolicy(confirm_probes=config["broker.liveness.probe.failures"]),
+                interval,
+                timeout_s=max(1.0, 4 * interval),
+                client_id=f"liveness-{self.broker_id}",
+            )
         self.zk.add_state_listener(self._on_session_state)
         self._watches.append(
             await asyncio.to_thread(
@@ -112,6 +128,8 @@ class KafkaController:
     async def shutdown(self) -> None:
         self._closed = True
         await self._resign()
+        if self.liveness is not None:
+            await self.liveness.close()
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -150,6 +168,77 @@ class KafkaController:
     def _on_controller_znode(self, data: bytes | None, stat: Any, *_: Any) -> None:
         if data is None:
             self.enqueue(self._elect)
+        else:
+            self.enqueue(self._watch_controller)
+
+    # ------------------------------------------------------------------ liveness
+
+    def _probe_address(self, broker_id: int) -> tuple[str, int] | None:
+        if self.active:
+            registered = self.ctx.live_brokers.get(broker_id)
+            return None if registered is None else (registered.info.host, registered.info.port)
+        watched = self._watched_controller
+        return watched[1] if watched is not None and watched[0] == broker_id else None
+
+    def _on_probe_dead(self, broker_id: int) -> None:
+        async def broker_died() -> None:
+            await self._broker_died(broker_id)
+
+        async def controller_died() -> None:
+            await self._controller_died(broker_id)
+
+        self.enqueue(broker_died if self.active else controller_died)
+
+    def _unwatch_all(self) -> None:
+        if self.liveness is not None:
+            for b in self.liveness.watching():
+                self.liveness.unwatch(b)
+        self._watched_controller = None
+
+    async def _watch_controller(self) -> None:
+        """Not the controller: probe the one that is, wherever it registered."""
+        if self.liveness is None or self.active or self._closed:
+            return
+        controller = await self.zk.controller_id()
+        watched = self._watched_controller
+        if watched is not None and watched[0] == controller:
+            return
+        self._unwatch_all()
+        if controller < 0 or controller == self.broker_id:
+            return
+        registered = (await self.zk.brokers()).get(controller)
+        if registered is None or self.active:
+            return
+        self._watched_controller = (controller, (registered.info.host, registered.info.port))
+        self.liveness.watch(controller)
+
+    async def _controller_died(self, broker_id: int) -> None:
+        watched = self._watched_controller
+        if self.active or self._closed or watched is None or watched[0] != broker_id:
+            return
+        self._watched_controller = None
+        if await self.zk.remove_dead_controller(broker_id):
+            log.warning(
+                "broker %d: the controller, broker %d, no longer listens; electing anew",
+                self.broker_id,
+                broker_id,
+            )
+
+    async def _broker_died(self, broker_id: int) -> None:
+        """A broker found dead while still registered: fenced now, as if its session expired
+        (new leader epochs for what it led, out of every ISR), until it registers anew."""
+        self._require_active()
+        registered = self.ctx.live_brokers.get(broker_id)
+        if registered is None:
+            return
+        self.ctx.fenced[broker_id] = registered.epoch
+        log.warning(
+            "broker %d is fenced: nothing listens at %s:%d (its registration remains)",
+            broker_id,
+            registered.info.host,
+            registered.info.port,
+        )
+        await self._apply_broker_changes({broker_id}, set(), {})
 
     # ------------------------------------------------------------------ election
 
@@ -169,6 +258,7 @@ class KafkaController:
             return
         epoch, version = won
         log.info("broker %d is the controller (epoch %d)", self.broker_id, epoch)
+        self._unwatch_all()
         self._use_context(ControllerContext(epoch=epoch, epoch_zk_version=version))
         self.active = True
         try:
@@ -190,8 +280,10 @@ class KafkaController:
             timer.cancel()
         self._timers = []
         await self.channel.shutdown()
+        self._unwatch_all()
         if was:
             log.info("broker %d resigned as controller", self.broker_id)
+            self.enqueue(self._watch_controller)
 
     def _use_context(self, ctx: ControllerContext) -> None:
         """A new term as controller: fresh context, and the state machines over it."""
@@ -224,6 +316,7 @@ class KafkaController:
         ctx.live_brokers = await self.zk.brokers()
         for broker_id in ctx.live_brokers:
             self.channel.add_broker(broker_id)
+            self._watch(broker_id)
         for name in await self.zk.topic_names():
             topic = await self.zk.topic(name)
             if topic is None:
@@ -291,24 +384,40 @@ class KafkaController:
     def _on_brokers_changed(self, children: list[str]) -> None:
         self.enqueue(self._brokers_changed)
 
+    def _watch(self, broker_id: int) -> None:
+        if self.liveness is not None and broker_id != self.broker_id:
+            self.liveness.watch(broker_id)
+
     async def _brokers_changed(self) -> None:
         self._require_active()
         ctx = self.ctx
         current = await self.zk.brokers()
-        dead, new = registration_changes(ctx.live_brokers, current)
+        for b, epoch in list(ctx.fenced.items()):
+            if b not in current or current[b].epoch != epoch:
+                del ctx.fenced[b]  # that registration is gone: its broker may come back
+        dead, new = registration_changes(ctx.live_brokers, current, ctx.fenced)
         if not dead and not new:
             return
         log.info("brokers: new %s, gone %s", sorted(new), sorted(dead - new))
+        await self._apply_broker_changes(dead, new, current)
+
+    async def _apply_broker_changes(
+        self, dead: set[int], new: set[int], current: dict[int, RegisteredBroker]
+    ) -> None:
+        ctx = self.ctx
         for b in dead:
             ctx.live_brokers.pop(b, None)
             ctx.shutting_down.discard(b)
             self.channel.remove_broker(b)
+            if self.liveness is not None:
+                self.liveness.unwatch(b)
         batch = self.partitions.batch()
         if dead:
             await self.replicas.on_brokers_failed(dead, batch)
         for b in new:
             ctx.live_brokers[b] = current[b]
             self.channel.add_broker(b)
+            self._watch(b)
         if new:
             await self.partitions.elect_offline(batch)
             for b in new:

@@ -5,7 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from samsa.controller.broker_liveness import registration_changes
+from samsa.controller.broker_liveness import (
+    LivenessPolicy,
+    Probe,
+    ProbeTracker,
+    Verdict,
+    registration_changes,
+)
 from samsa.controller.partition_state_machine import (
     PREFERRED,
     UNCLEAN,
@@ -233,3 +239,58 @@ def test_registration_changes(
     k = {b: reg(b, e) for b, e in known.items()}
     c = {b: reg(b, e) for b, e in current.items()}
     assert registration_changes(k, c) == expected
+
+
+@pytest.mark.parametrize(
+    ("known", "current", "fenced", "expected"),
+    [
+        # Fenced while still registered: not new again while that registration lasts...
+        ({0: 10}, {0: 10, 1: 11}, {1: 11}, (set(), set())),
+        # ...but new once it registers anew.
+        ({0: 10}, {0: 10, 1: 12}, {1: 11}, (set(), {1})),
+    ],
+)
+def test_registration_changes_of_fenced_brokers(
+    known: dict[int, int], current: dict[int, int], fenced: dict[int, int], expected: tuple
+) -> None:
+    k = {b: reg(b, e) for b, e in known.items()}
+    c = {b: reg(b, e) for b, e in current.items()}
+    assert registration_changes(k, c, fenced) == expected
+
+
+A, L, S = Probe.ANSWERED, Probe.LOST, Probe.SLOW
+
+
+@pytest.mark.parametrize(
+    ("probes", "expected"),
+    [
+        ([A, A], Verdict.LIVE),
+        # Connection lost: suspect at once, dead after three losses in a row.
+        ([L], Verdict.SUSPECT),
+        ([L, L], Verdict.SUSPECT),
+        ([L, L, L], Verdict.DEAD),
+        # An answer clears the suspicion and the count.
+        ([L, L, A, L, L], Verdict.SUSPECT),
+        # Slow probes (a paused or busy broker) never make it dead, however many.
+        ([S] * 50, Verdict.LIVE),
+        ([L] + [S] * 50, Verdict.SUSPECT),
+        # Slow probes between losses neither clear nor add to them.
+        ([L, S, L, S, L], Verdict.DEAD),
+        # Dead is final for that registration.
+        ([L, L, L, A], Verdict.DEAD),
+    ],
+)
+def test_probe_tracker_verdicts(probes: list[Probe], expected: Verdict) -> None:
+    tracker = ProbeTracker(LivenessPolicy(confirm_probes=3, confirm_within_s=2.0))
+    for i, probe in enumerate(probes):
+        verdict = tracker.observe(probe, now=i * 0.1)
+    assert verdict == expected
+
+
+def test_losses_spread_beyond_the_window_start_the_count_again() -> None:
+    tracker = ProbeTracker(LivenessPolicy(confirm_probes=3, confirm_within_s=2.0))
+    assert tracker.observe(L, 0.0) == Verdict.SUSPECT
+    assert tracker.observe(L, 1.0) == Verdict.SUSPECT
+    assert tracker.observe(L, 2.5) == Verdict.SUSPECT  # a new window: one loss in it
+    assert tracker.observe(L, 2.6) == Verdict.SUSPECT
+    assert tracker.observe(L, 2.7) == Verdict.DEAD
