@@ -1,0 +1,153 @@
+"""Failover, repeated: the leader of a stream's first partition stopped, time until an
+acks=all write issued after it is acknowledged; the median of several stops, and the slowest.
+
+Each stop gets a freshly started system (the peers' harness: `samsa local up`, three
+nats-server processes), so every one starts from a full cluster.  A producer writing
+as fast as it can to another stream keeps the servers and the machine busy meanwhile, so
+that a failure detector that mistakes load for death would show it.  Rows:
+  - Samsa, kill -9: the controller's probes (and the brokers' probes of the controller) find
+    the dead broker before its ZooKeeper session (6 s, as in the peers' run) expires;
+  - Samsa, kill -9, probes off (broker.liveness.probe.interval.ms=0): the old path, where the
+    session expiry alone tells, measured in the same run as the baseline;
+  - Samsa, SIGTERM: controlled shutdown hands the leaderships over before the broker goes;
+  - NATS JetStream R3, kill -9, where nats-server is installed.
+"""
+
+from __future__ import annotations
+
+import signal
+import statistics
+import time
+from collections.abc import Callable
+
+from bench.procs import require_binary
+from bench.samsa_system import SamsaCluster
+from bench.system import System
+from bench.table import Row
+from bench.workloads import STREAM, ClientProc, _args, measure_failover
+
+LOAD_STREAM = "bench-failover-load"
+SIZE = 100
+
+
+class SamsaClusterSessionOnly(SamsaCluster):
+    """The cluster with probing off: a killed broker is noticed when its session expires."""
+
+    overrides = {"broker.liveness.probe.interval.ms": "0"}
+
+
+def _one(
+    make: Callable[[], System], stop: Callable[[System], None], load: bool
+) -> dict[str, float | None]:
+    with make() as system:
+        system.create_stream(STREAM, 6)
+        background = None
+        if load:
+            system.create_stream(LOAD_STREAM, 6)
+            background = ClientProc(
+                system.key,
+                "produce",
+                *_args(system, {"stream": LOAD_STREAM, "count": 10**9, "size": SIZE}),
+            )
+            time.sleep(2)  # the load generator connects and reaches its pace
+        try:
+            values = measure_failover(system, stop)
+        finally:
+            if background is not None:
+                background.proc.kill()
+                background.proc.wait(30)
+        values["controller"] = float(getattr(system, "stopped_controller", False))
+        return values
+
+
+def _row(
+    label: str,
+    system: str,
+    make: Callable[[], System],
+    stop: Callable[[System], None],
+    runs: int,
+    load: bool,
+    log: Callable[[str], None],
+) -> Row:
+    times: list[float] = []
+    failed = 0
+    controllers = 0
+    for i in range(runs):
+        values = _one(make, stop, load)
+        seconds = values.get("recovery_s")
+        log(f"  {label} run {i + 1}: {seconds} s (controller: {bool(values['controller'])})")
+        controllers += int(values["controller"] or 0)
+        if seconds is None:
+            failed += 1
+        else:
+            times.append(seconds)
+    times.sort()
+    note = f"median and slowest of {runs}"
+    if controllers:
+        note += f"; {controllers} of them the controller too"
+    if failed:
+        note += f"; {failed} never recovered"
+    if load:
+        note += f"; {SIZE} B acks=all producer at full speed meanwhile"
+    return Row(
+        label,
+        system,
+        p50_ms=statistics.median(times) * 1000 if times else None,
+        p99_ms=times[-1] * 1000 if times else None,
+        note=note,
+        extra={"runs": float(runs)},
+    )
+
+
+def _kill(system: System) -> None:
+    system.kill_leader(STREAM)
+
+
+def _terminate(system: System) -> None:
+    assert isinstance(system, SamsaCluster)
+    system.kill_leader(STREAM, signal.SIGTERM)
+
+
+def run(quick: bool = False, log: Callable[[str], None] = print) -> list[Row]:
+    runs = 1 if quick else 5
+    load = not quick
+    rows = [
+        _row(
+            "kill -9 of the leader -> first acks=all write",
+            "samsa",
+            SamsaCluster,
+            _kill,
+            runs,
+            load,
+            log,
+        ),
+        _row(
+            "kill -9 of the leader, probes off (the session alone)",
+            "samsa",
+            SamsaClusterSessionOnly,
+            _kill,
+            runs,
+            load,
+            log,
+        ),
+        _row(
+            "SIGTERM of the leader (controlled shutdown) -> first write",
+            "samsa",
+            SamsaCluster,
+            _terminate,
+            runs,
+            load,
+            log,
+        ),
+    ]
+    try:
+        require_binary("nats-server")
+    except Exception as exc:
+        log(f"  NATS JetStream skipped: {exc}")
+        return rows
+    from bench.nats_system import NatsJetStream
+
+    rows.append(
+        _row("kill -9 of the leader -> first write", "nats", NatsJetStream, _kill, runs, load, log)
+    )
+    return rows
