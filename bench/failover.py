@@ -15,6 +15,7 @@ that a failure detector that mistakes load for death would show it.  Rows:
 
 from __future__ import annotations
 
+import re
 import signal
 import statistics
 import time
@@ -27,6 +28,7 @@ from bench.table import Row
 from bench.workloads import STREAM, ClientProc, _args, measure_failover
 
 LOAD_STREAM = "bench-failover-load"
+_FENCED = re.compile(r"broker (\d+) is fenced")
 SIZE = 100
 
 
@@ -57,7 +59,17 @@ def _one(
                 background.proc.kill()
                 background.proc.wait(30)
         values["controller"] = float(getattr(system, "stopped_controller", False))
+        values["false_fences"] = float(len(_false_fences(system)))
         return values
+
+
+def _false_fences(system: System) -> set[int]:
+    """Brokers the controllers fenced, other than the one stopped: false failovers."""
+    stopped = getattr(system, "stopped_broker", None)
+    fenced = set()
+    for path in (system.workdir / "data").glob("broker-*.log"):
+        fenced |= {int(m) for m in _FENCED.findall(path.read_text(errors="replace"))}
+    return fenced - {stopped}
 
 
 def _row(
@@ -72,11 +84,16 @@ def _row(
     times: list[float] = []
     failed = 0
     controllers = 0
+    false_fences = 0
     for i in range(runs):
         values = _one(make, stop, load)
         seconds = values.get("recovery_s")
-        log(f"  {label} run {i + 1}: {seconds} s (controller: {bool(values['controller'])})")
+        log(
+            f"  {label} run {i + 1}: {seconds} s (controller: {bool(values['controller'])}, "
+            f"other brokers fenced: {int(values['false_fences'] or 0)})"
+        )
         controllers += int(values["controller"] or 0)
+        false_fences += int(values["false_fences"] or 0)
         if seconds is None:
             failed += 1
         else:
@@ -87,6 +104,8 @@ def _row(
         note += f"; {controllers} of them the controller too"
     if failed:
         note += f"; {failed} never recovered"
+    if system == "samsa":
+        note += f"; live brokers fenced (false failovers): {false_fences}"
     if load:
         note += f"; {SIZE} B acks=all producer at full speed meanwhile"
     return Row(

@@ -184,6 +184,7 @@ class SamsaCluster(System):
         controller too: then a new controller must be elected first)."""
         meta = _admin(self.endpoint).list_topics(stream, timeout=10)
         leader = meta.topics[stream].partitions[0].leader
+        self.stopped_broker = leader
         self.stopped_controller = leader == meta.controller_id
         port = int(meta.brokers[leader].port)
         pid = pid_listening_on(port)
