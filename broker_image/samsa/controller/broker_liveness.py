@@ -7,8 +7,10 @@ probes each broker: a probe whose connection is refused, reset or closed is evid
 process listens any more (a live but busy or paused broker still accepts connections in the
 kernel, and its probes only time out).  ``confirm_probes`` such losses in a row within
 ``confirm_within_s`` make the broker dead: the controller fences it (new leaders, out of every
-ISR) though its registration remains, and it stays fenced until it registers anew.  Slowness
-alone (timeouts) never confirms a death here; that is left to the session timeout.
+ISR) though its registration remains.  It is probed on: a fenced broker that answers again
+(a network fault, not a crash) is taken back as if it had registered anew, a follower that
+must catch up before it rejoins an ISR.  Slowness alone (timeouts) never confirms a death here;
+that is left to the session timeout.
 
 The decisions are pure (``ProbeTracker``, ``registration_changes``); ``BrokerProber`` does
 the probing.
@@ -72,8 +74,8 @@ class LivenessPolicy:
 
 @dataclass
 class ProbeTracker:
-    """One broker's probe history, reduced to a verdict.  DEAD is final for the tracker (the
-    broker's registration); a new registration gets a new tracker."""
+    """One broker's probe history, reduced to a verdict: DEAD after enough losses in a row
+    within the window, LIVE again on any answer."""
 
     policy: LivenessPolicy
     verdict: Verdict = Verdict.LIVE
@@ -81,8 +83,6 @@ class ProbeTracker:
     suspect_since: float = 0.0
 
     def observe(self, probe: Probe, now: float) -> Verdict:
-        if self.verdict == Verdict.DEAD:
-            return self.verdict
         if probe == Probe.ANSWERED:
             self.verdict, self.losses = Verdict.LIVE, 0
         elif probe == Probe.LOST:
@@ -99,13 +99,14 @@ class ProbeTracker:
 
 
 class BrokerProber:
-    """Probes brokers with ApiVersions on a connection of its own and calls ``on_dead`` once
-    for each broker its tracker finds dead."""
+    """Probes brokers with ApiVersions on a connection of its own; calls ``on_dead`` when a
+    broker's tracker finds it dead, and ``on_back`` when a dead one answers again."""
 
     def __init__(
         self,
         address_of: Callable[[int], tuple[str, int] | None],
         on_dead: Callable[[int], None],
+        on_back: Callable[[int], None],
         policy: LivenessPolicy,
         interval_s: float,
         timeout_s: float,
@@ -113,6 +114,7 @@ class BrokerProber:
     ) -> None:
         self.address_of = address_of
         self.on_dead = on_dead
+        self.on_back = on_back
         self.policy = policy
         self.interval_s = interval_s
         self.timeout_s = timeout_s
@@ -148,19 +150,21 @@ class BrokerProber:
         try:
             while True:
                 probe, conn = await self._probe(broker_id, conn)
+                was = tracker.verdict
                 verdict = tracker.observe(probe, time.monotonic())
-                if verdict == Verdict.DEAD:
+                if verdict == Verdict.DEAD and was != Verdict.DEAD:
                     log.warning(
                         "broker %d: %d probes in a row found nothing listening: dead",
                         broker_id,
                         tracker.losses,
                     )
-                    self._tasks.pop(broker_id, None)
                     self.on_dead(broker_id)
-                    return
-                # A suspect is probed again at once (a refused connect costs microseconds).
+                elif was == Verdict.DEAD and verdict == Verdict.LIVE:
+                    log.warning("broker %d answers again", broker_id)
+                    self.on_back(broker_id)
+                # A suspect is probed again sooner: a refused connect costs microseconds.
                 await asyncio.sleep(
-                    self.interval_s if verdict == Verdict.LIVE else self.interval_s / 4
+                    self.interval_s if verdict != Verdict.SUSPECT else self.interval_s / 4
                 )
         finally:
             if conn is not None:
@@ -185,3 +189,8 @@ class BrokerProber:
             if conn is not None:
                 conn.close()
             return Probe.LOST, None
+        except Exception as exc:  # an answer not understood: someone listens
+            log.info("probe of broker %d: %s", broker_id, exc)
+            if conn is not None:
+                conn.close()
+            return Probe.SLOW, None

@@ -94,6 +94,7 @@ class KafkaController:
             self.liveness = BrokerProber(
                 self._probe_address,
                 self._on_probe_dead,
+                self._on_probe_back,
                 LivenessPolicy(confirm_probes=config["broker.liveness.probe.failures"]),
                 interval,
                 timeout_s=max(1.0, 4 * interval),
@@ -175,7 +176,7 @@ class KafkaController:
 
     def _probe_address(self, broker_id: int) -> tuple[str, int] | None:
         if self.active:
-            registered = self.ctx.live_brokers.get(broker_id)
+            registered = self.ctx.live_brokers.get(broker_id) or self.ctx.fenced.get(broker_id)
             return None if registered is None else (registered.info.host, registered.info.port)
         watched = self._watched_controller
         return watched[1] if watched is not None and watched[0] == broker_id else None
@@ -188,6 +189,13 @@ class KafkaController:
             await self._controller_died(broker_id)
 
         self.enqueue(broker_died if self.active else controller_died)
+
+    def _on_probe_back(self, broker_id: int) -> None:
+        async def broker_back() -> None:
+            await self._broker_back(broker_id)
+
+        if self.active:
+            self.enqueue(broker_back)
 
     def _unwatch_all(self) -> None:
         if self.liveness is not None:
@@ -231,14 +239,27 @@ class KafkaController:
         registered = self.ctx.live_brokers.get(broker_id)
         if registered is None:
             return
-        self.ctx.fenced[broker_id] = registered.epoch
+        self.ctx.fenced[broker_id] = registered
         log.warning(
             "broker %d is fenced: nothing listens at %s:%d (its registration remains)",
             broker_id,
             registered.info.host,
             registered.info.port,
         )
-        await self._apply_broker_changes({broker_id}, set(), {})
+        await self._apply_broker_changes({broker_id}, set(), {}, fencing=True)
+
+    async def _broker_back(self, broker_id: int) -> None:
+        """A fenced broker answers again under the same registration (it was cut off, not
+        dead): it is taken back as a broker that registered anew would be."""
+        self._require_active()
+        fenced = self.ctx.fenced.get(broker_id)
+        current = await self.zk.brokers()
+        registered = current.get(broker_id)
+        if fenced is None or registered is None or registered.epoch != fenced.epoch:
+            return  # gone or registered anew: the registration watch sees to it
+        del self.ctx.fenced[broker_id]
+        log.warning("broker %d answers again: no longer fenced", broker_id)
+        await self._apply_broker_changes(set(), {broker_id}, current)
 
     # ------------------------------------------------------------------ election
 
@@ -392,24 +413,34 @@ class KafkaController:
         self._require_active()
         ctx = self.ctx
         current = await self.zk.brokers()
-        for b, epoch in list(ctx.fenced.items()):
-            if b not in current or current[b].epoch != epoch:
-                del ctx.fenced[b]  # that registration is gone: its broker may come back
-        dead, new = registration_changes(ctx.live_brokers, current, ctx.fenced)
+        for b, fenced in list(ctx.fenced.items()):
+            if b not in current or current[b].epoch != fenced.epoch:
+                # That registration is gone: its broker may come back, registered anew.
+                del ctx.fenced[b]
+                if self.liveness is not None:
+                    self.liveness.unwatch(b)
+        dead, new = registration_changes(
+            ctx.live_brokers, current, {b: r.epoch for b, r in ctx.fenced.items()}
+        )
         if not dead and not new:
             return
         log.info("brokers: new %s, gone %s", sorted(new), sorted(dead - new))
         await self._apply_broker_changes(dead, new, current)
 
     async def _apply_broker_changes(
-        self, dead: set[int], new: set[int], current: dict[int, RegisteredBroker]
+        self,
+        dead: set[int],
+        new: set[int],
+        current: dict[int, RegisteredBroker],
+        fencing: bool = False,
     ) -> None:
+        """Brokers gone (or fenced: still probed, in case they answer again) and brokers come."""
         ctx = self.ctx
         for b in dead:
             ctx.live_brokers.pop(b, None)
             ctx.shutting_down.discard(b)
             self.channel.remove_broker(b)
-            if self.liveness is not None:
+            if self.liveness is not None and not fencing:
                 self.liveness.unwatch(b)
         batch = self.partitions.batch()
         if dead:

@@ -276,8 +276,10 @@ A, L, S = Probe.ANSWERED, Probe.LOST, Probe.SLOW
         ([L] + [S] * 50, Verdict.SUSPECT),
         # Slow probes between losses neither clear nor add to them.
         ([L, S, L, S, L], Verdict.DEAD),
-        # Dead is final for that registration.
-        ([L, L, L, A], Verdict.DEAD),
+        # Dead stays dead through more losses and slow probes...
+        ([L, L, L, L, S, L], Verdict.DEAD),
+        # ...until it answers again (cut off, not crashed).
+        ([L, L, L, A], Verdict.LIVE),
     ],
 )
 def test_probe_tracker_verdicts(probes: list[Probe], expected: Verdict) -> None:
