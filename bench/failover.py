@@ -36,6 +36,7 @@ class SamsaClusterSessionOnly(SamsaCluster):
     """The cluster with probing off: a killed broker is noticed when its session expires."""
 
     overrides = {"broker.liveness.probe.interval.ms": "0"}
+    topology = "3 brokers, RF=3, min.insync.replicas=2, ZooKeeper session timeout 6 s, no probes"
 
 
 def _one(

@@ -124,7 +124,10 @@ class SamsaCluster(System):
 
     key = "samsa"
     name = "Samsa"
-    topology = "3 brokers, RF=3, min.insync.replicas=2, ZooKeeper session timeout 6 s"
+    topology = (
+        "3 brokers, RF=3, min.insync.replicas=2, ZooKeeper session timeout 6 s, "
+        "liveness probes every 250 ms"
+    )
     recovery = "failover"
     client = "confluent-kafka (librdkafka), batched"
 
