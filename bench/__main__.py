@@ -2,8 +2,8 @@
 
 - ``components [--quick] [--only NAME]``: each part of Samsa on its own (broker core, consumer
   groups, the log cleaner, Spark reads), each beside its baseline from the same run;
-- ``peers [...]``: Samsa (3 brokers, RF=3, acks=all and acks=1) beside NATS JetStream and
-  Redis Streams: throughput, end-to-end latency and failover (see ``bench.peers``).
+- ``peers [...]``: Samsa (3 brokers, RF=3, acks=all and acks=1) beside Apache Kafka, NATS
+  JetStream and Redis Streams: throughput, end-to-end latency and failover (see ``bench.peers``).
 
 With no family, both run: the components first, then the peers with their defaults.
 """

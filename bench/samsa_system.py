@@ -73,6 +73,7 @@ class SamsaStandalone(System):
     topology = "1 standalone broker, RF=1"
     recovery = "restart"
     client = "confluent-kafka (librdkafka), batched"
+    kafka_protocol = True
 
     def start(self) -> None:
         port = free_port()
@@ -130,6 +131,7 @@ class SamsaCluster(System):
     )
     recovery = "failover"
     client = "confluent-kafka (librdkafka), batched"
+    kafka_protocol = True
 
     def start(self) -> None:
         self._up = subprocess.Popen(

@@ -25,6 +25,7 @@ from bench.clients.common import KillTime, Probe, emit
 # Imported on demand: each process needs one client library, and imports cost a start-up.
 CLIENTS = {
     "samsa": "bench.clients.kafka_client",
+    "kafka": "bench.clients.kafka_client",
     "nats": "bench.clients.nats_client",
     "redis": "bench.clients.redis_client",
 }
@@ -52,7 +53,9 @@ def main() -> None:
     e, s = args.endpoint, args.stream
     if args.mode == "produce":
         extra = (
-            {"acks": args.acks, "idempotence": args.idempotence} if args.system == "samsa" else {}
+            {"acks": args.acks, "idempotence": args.idempotence}
+            if args.system in ("samsa", "kafka")
+            else {}
         )
         call = client.produce(e, s, args.count, args.size, **extra)
     elif args.mode == "consume":

@@ -38,6 +38,17 @@ def pom(name: str) -> bytes:
     return path.read_bytes()
 
 
+def pinned_version(name: str, artifact: str) -> str:
+    """The version a set pins for `artifact` (its artifactId), e.g. Kafka's for reports."""
+    from xml.etree import ElementTree
+
+    ns = {"m": "http://maven.apache.org/POM/4.0.0"}
+    for dep in ElementTree.fromstring(pom(name)).iterfind(".//m:dependency", ns):
+        if dep.findtext("m:artifactId", namespaces=ns) == artifact:
+            return dep.findtext("m:version", default="", namespaces=ns)
+    raise JarsUnavailable(f"jar set {name!r} pins no {artifact!r}")
+
+
 def directory(name: str) -> Path:
     """Where the set's jars are (or will be) kept."""
     digest = hashlib.sha256(pom(name)).hexdigest()[:12]
