@@ -10,6 +10,8 @@ that a failure detector that mistakes load for death would show it.  Rows:
   - Samsa, kill -9, probes off (broker.liveness.probe.interval.ms=0): the old path, where the
     session expiry alone tells, measured in the same run as the baseline;
   - Samsa, SIGTERM: controlled shutdown hands the leaderships over before the broker goes;
+  - Apache Kafka (3 KRaft nodes, broker.session.timeout.ms 6 s), kill -9, where its jars are
+    cached (`samsa dev jars`), the reference;
   - NATS JetStream R3, kill -9, where nats-server is installed.
 """
 
@@ -30,6 +32,7 @@ from bench.workloads import STREAM, ClientProc, _args, measure_failover
 LOAD_STREAM = "bench-failover-load"
 _FENCED = re.compile(r"broker (\d+) is fenced")
 SIZE = 100
+Stopper = Callable[[System], None]
 
 
 class SamsaClusterSessionOnly(SamsaCluster):
@@ -131,43 +134,51 @@ def _terminate(system: System) -> None:
 def run(quick: bool = False, log: Callable[[str], None] = print) -> list[Row]:
     runs = 1 if quick else 5
     load = not quick
-    rows = [
-        _row(
-            "kill -9 of the leader -> first acks=all write",
-            "samsa",
-            SamsaCluster,
-            _kill,
-            runs,
-            load,
-            log,
-        ),
-        _row(
+    kill = "kill -9 of the leader -> first acks=all write"
+    plan: list[tuple[str, str, Callable[[], object], Callable[[], type[System]], Stopper]] = [
+        (kill, "samsa", lambda: None, lambda: SamsaCluster, _kill),
+        (kill, "kafka", _kafka_available, _kafka, _kill),
+        (
             "kill -9 of the leader, probes off (the session alone)",
             "samsa",
-            SamsaClusterSessionOnly,
+            lambda: None,
+            lambda: SamsaClusterSessionOnly,
             _kill,
-            runs,
-            load,
-            log,
         ),
-        _row(
+        (
             "SIGTERM of the leader (controlled shutdown) -> first write",
             "samsa",
-            SamsaCluster,
+            lambda: None,
+            lambda: SamsaCluster,
             _terminate,
-            runs,
-            load,
-            log,
         ),
+        (kill, "nats", lambda: require_binary("nats-server"), _nats, _kill),
     ]
-    try:
-        require_binary("nats-server")
-    except Exception as exc:
-        log(f"  NATS JetStream skipped: {exc}")
-        return rows
+    rows = []
+    for label, system, available, make, stop in plan:
+        try:
+            available()
+        except Exception as exc:
+            log(f"  {system} skipped: {exc}")
+            continue
+        rows.append(_row(label, system, make(), stop, runs, load, log))
+    return rows
+
+
+def _kafka_available() -> None:
+    from samsa.dev import jars, kafka
+
+    if not jars.is_fetched(kafka.JAR_SET):
+        raise RuntimeError("Kafka's jars are not cached (make setup)")
+
+
+def _kafka() -> type[System]:
+    from bench.kafka_system import ApacheKafkaCluster
+
+    return ApacheKafkaCluster
+
+
+def _nats() -> type[System]:
     from bench.nats_system import NatsJetStream
 
-    rows.append(
-        _row("kill -9 of the leader -> first write", "nats", NatsJetStream, _kill, runs, load, log)
-    )
-    return rows
+    return NatsJetStream
