@@ -14,7 +14,16 @@ import argparse
 import sys
 from collections.abc import Callable
 
-from bench import broker_core, cleaner, cold_start, groups, operations, peers, spark_read
+from bench import (
+    broker_core,
+    cleaner,
+    cold_start,
+    failover,
+    groups,
+    operations,
+    peers,
+    spark_read,
+)
 from bench.table import Row, print_table
 
 COMPONENTS: dict[str, tuple[str, Callable[[bool], list[Row]]]] = {
@@ -23,6 +32,11 @@ COMPONENTS: dict[str, tuple[str, Callable[[bool], list[Row]]]] = {
     "cleaner": (
         "Log cleaner: one log, cleaned on the event loop; p50-p99.9 = loop lag meanwhile",
         cleaner.run,
+    ),
+    "failover": (
+        "Failover: 3 brokers, RF=3, min.insync.replicas=2, ZooKeeper session 6 s; "
+        "p50 = median of the stops, p99 column = the slowest",
+        failover.run,
     ),
     "operations": (
         "Day-2 operations by the operator: 3-broker roll and 3-to-5 rebalance, "

@@ -195,11 +195,17 @@ def measure_latency(
     return values, res.get("cdf", [])
 
 
-def measure_failover(system: System) -> dict[str, float | None]:
+def measure_failover(
+    system: System, stop: Callable[[System], None] | None = None
+) -> dict[str, float | None]:
+    """``stop`` (default: kill -9 of the leader) is timed until a write after it succeeds."""
     probe = ClientProc(system.key, "probe", *_args(system, {"stream": STREAM}), stdin=True)
     probe.next(60)  # ready: writes succeed
     killed_at = now_ns()
-    system.kill_leader(STREAM)
+    if stop is None:
+        system.kill_leader(STREAM)
+    else:
+        stop(system)
     probe.send(str(killed_at))
     res = probe.result(180)
     return {"recovery_s": res.get("recovery_s"), "failed_writes": res.get("failures")}
