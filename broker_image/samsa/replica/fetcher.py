@@ -272,6 +272,7 @@ class ReplicaFetcher:
             request,
             (self.config.max_wait_ms + self.config.request_timeout_ms) / 1000,
         )
+        received = time.perf_counter()
         if response.error_code != ErrorCode.none:
             raise ConnectionError(f"fetch refused: {response.error_code.name}")
         for topic in response.responses:
@@ -282,9 +283,9 @@ class ReplicaFetcher:
                 if p.error_code != ErrorCode.none:
                     self._on_partition_error(state, p.error_code, p)
                     continue
-                self._append(state, p)
+                self._append(state, p, received)
 
-    def _append(self, state: FetchState, p: Any) -> None:
+    def _append(self, state: FetchState, p: Any, received: float) -> None:
         partition = state.partition
         plog = partition.log
         records = p.records
@@ -307,6 +308,7 @@ class ReplicaFetcher:
                 if self.throttled(partition):
                     self.throttle.spend(info.valid_bytes)
                 self.on_appended(partition, info.num_messages, info.valid_bytes)
+                partition.stages.since("follower_append", received)
         if p.log_start_offset > plog.log_start_offset:
             with contextlib.suppress(OffsetOutOfRangeError):
                 plog.maybe_increment_log_start_offset(min(p.log_start_offset, plog.log_end_offset))
