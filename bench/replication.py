@@ -20,21 +20,11 @@ from bench.samsa_system import SamsaCluster, create_topic
 from bench.system import System
 from bench.table import Row
 from bench.workloads import PARTITIONS, measure_latency, measure_throughput
+from samsa.replica.stages import STAGES
 
 SIZE = 100
 RATE = 10_000
 STAGE_METRIC = "kafka_server_replication_stage_time_seconds"
-# The stages in the order a record meets them (samsa.replica.stages describes each).
-STAGES = (
-    "produce_append",
-    "follower_fetch",
-    "follower_append",
-    "follower_refetch",
-    "high_watermark",
-    "ack_wait",
-    "consumer_wake",
-    "consumer_fetch",
-)
 
 Buckets = dict[str, dict[float, float]]  # stage -> upper bound -> cumulative count
 
