@@ -22,12 +22,18 @@ from bench import (
     groups,
     operations,
     peers,
+    replication,
     spark_read,
 )
 from bench.table import Row, print_table
 
 COMPONENTS: dict[str, tuple[str, Callable[[bool], list[Row]]]] = {
     "broker_core": ("Broker core: one broker, librdkafka, acks=1", broker_core.run),
+    "replication": (
+        "Replication: 3 brokers, librdkafka, 100 B records, 6 partitions; e2e latency, RF=1 "
+        "beside RF=3, and the brokers' stage timings (histogram percentiles)",
+        replication.run,
+    ),
     "groups": ("Consumer groups: 3 librdkafka members, 6 partitions, 100 B records", groups.run),
     "cleaner": (
         "Log cleaner: one log, cleaned on the event loop; p50-p99.9 = loop lag meanwhile",

@@ -170,19 +170,23 @@ def measure_throughput(
 
 
 def measure_latency(
-    system: System, stream: str, size: int, rate: float, seconds: float
+    system: System,
+    stream: str,
+    size: int,
+    rate: float,
+    seconds: float,
+    create: bool = True,
+    **producer_opts: object,
 ) -> tuple[dict, list]:
-    system.create_stream(stream, PARTITIONS)
+    """End-to-end latency at `rate` msg/s; `create=False` for a stream made by the caller."""
+    if create:
+        system.create_stream(stream, PARTITIONS)
     expect = int(rate * seconds)
     consumer = ClientProc(
         system.key, "e2e-consume", *_args(system, {"stream": stream, "count": expect})
     )
-    producer = ClientProc(
-        system.key,
-        "e2e-produce",
-        *_args(system, {"stream": stream, "rate": rate, "seconds": seconds, "size": size}),
-        stdin=True,
-    )
+    opts = {"stream": stream, "rate": rate, "seconds": seconds, "size": size, **producer_opts}
+    producer = ClientProc(system.key, "e2e-produce", *_args(system, opts), stdin=True)
     consumer.next(60)  # ready: connected and reading
     producer.next(60)  # ready: waiting for the word
     producer.send("go")

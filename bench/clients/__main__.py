@@ -41,7 +41,9 @@ def main() -> None:
     parser.add_argument("--stream", required=True)
     parser.add_argument("--count", type=int, default=0)
     parser.add_argument("--size", type=int, default=100)
-    parser.add_argument("--acks", default="all", help="Kafka only: acks for `produce`")
+    parser.add_argument(
+        "--acks", default="all", help="Kafka only: acks for `produce` and `e2e-produce`"
+    )
     parser.add_argument(
         "--idempotence", action="store_true", help="Kafka only: enable.idempotence for `produce`"
     )
@@ -64,7 +66,8 @@ def main() -> None:
         # Started beside the consumer; the harness says when to go, once both are up.
         emit({"ready": True})
         sys.stdin.readline()
-        call = client.e2e_produce(e, s, args.rate, args.seconds, args.size)
+        acks = {"acks": args.acks} if args.system == "samsa" else {}
+        call = client.e2e_produce(e, s, args.rate, args.seconds, args.size, **acks)
     elif args.mode == "e2e-consume":
         call = client.e2e_consume(e, s, args.count, args.idle)
     else:

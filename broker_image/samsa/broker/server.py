@@ -180,6 +180,7 @@ class KafkaServer:
         self.replica_manager.on_isr_change = self.metrics.on_isr_change
         self.replica_manager.partition_known = lambda tp: self._partition_exists(*tp)
         self.replica_manager.broker_alive = self._broker_alive
+        self.replica_manager.stages.sink = self.metrics.on_stage
         if self.cluster is not None:
             self.cluster.attach(self.cache, self.replica_manager, self.dynamic_config)
             self.store.add_listener(self._on_cluster_metadata_change)

@@ -57,6 +57,8 @@ class BrokerServices:
 class RequestContext:
     header: RequestHeader
     conn: ClientConnection
+    # time.perf_counter() when the request was taken up.
+    started: float = 0.0
 
     @property
     def version(self) -> int:
