@@ -4,7 +4,8 @@
 - ``samsa dev programs`` builds the client matrix's Go programs and installs its Node ones;
 - ``samsa dev kafka tool NAME ARGS...`` runs one of Apache Kafka's own tools (kafka-topics,
   kafka-console-producer, ...) against any bootstrap server;
-- ``samsa dev kafka up|down|status`` runs a real Apache Kafka on 127.0.0.1, the reference.
+- ``samsa dev kafka up|down|status`` runs a real Apache Kafka on 127.0.0.1, the reference;
+- ``samsa dev k8s build`` builds the Kubernetes control plane from the Go module proxy.
 """
 
 from __future__ import annotations
@@ -31,6 +32,10 @@ kafka_app = typer.Typer(
     help="Apache Kafka itself: its tools, and a real cluster on 127.0.0.1.", no_args_is_help=True
 )
 dev_app.add_typer(kafka_app, name="kafka")
+k8s_app = typer.Typer(
+    help="A real Kubernetes control plane on 127.0.0.1, built from source.", no_args_is_help=True
+)
+dev_app.add_typer(k8s_app, name="k8s")
 
 KafkaDir = Annotated[
     Path, typer.Option("--data-dir", help="Where the Kafka cluster keeps its data and logs.")
@@ -133,6 +138,20 @@ def kafka_status(data_dir: KafkaDir = DEFAULT_KAFKA_DIR) -> None:
         listening = alive and port_open(n.port)
         word = "serving" if listening else ("starting" if alive else "stopped")
         sys.stdout.write(f"node {n.node_id}\tpid {n.pid or '-'}\t{n.bootstrap}\t{word}\n")
+
+
+@k8s_app.command("build")
+def k8s_build() -> None:
+    """Build etcd, kube-apiserver, kube-controller-manager and kube-scheduler (pinned) through
+    the Go module proxy into the cache; a second run builds nothing."""
+    from samsa.dev.kube import build
+
+    try:
+        done = build.build()
+    except programs.ProgramUnavailable as exc:
+        fail(str(exc))
+    for module, folder, built in done:
+        typer.echo(f"{module.name} {module.version}: {'built' if built else 'cached'} in {folder}")
 
 
 def register(app: typer.Typer) -> None:
