@@ -6,6 +6,7 @@
   kafka-console-producer, ...) against any bootstrap server;
 - ``samsa dev kafka up|down|status`` runs a real Apache Kafka on 127.0.0.1, the reference;
 - ``samsa dev connect`` runs a Kafka Connect worker (distributed mode) against any brokers.
+- ``samsa dev k8s build`` builds the Kubernetes control plane from the Go module proxy.
 """
 
 from __future__ import annotations
@@ -33,6 +34,10 @@ kafka_app = typer.Typer(
     help="Apache Kafka itself: its tools, and a real cluster on 127.0.0.1.", no_args_is_help=True
 )
 dev_app.add_typer(kafka_app, name="kafka")
+k8s_app = typer.Typer(
+    help="A real Kubernetes control plane on 127.0.0.1, built from source.", no_args_is_help=True
+)
+dev_app.add_typer(k8s_app, name="k8s")
 
 KafkaDir = Annotated[
     Path, typer.Option("--data-dir", help="Where the Kafka cluster keeps its data and logs.")
@@ -171,6 +176,20 @@ def connect_worker(
     except KeyboardInterrupt:
         code = 130
     raise typer.Exit(code)
+
+
+@k8s_app.command("build")
+def k8s_build() -> None:
+    """Build etcd, kube-apiserver, kube-controller-manager and kube-scheduler (pinned) through
+    the Go module proxy into the cache; a second run builds nothing."""
+    from samsa.dev.kube import build
+
+    try:
+        done = build.build()
+    except programs.ProgramUnavailable as exc:
+        fail(str(exc))
+    for module, folder, built in done:
+        typer.echo(f"{module.name} {module.version}: {'built' if built else 'cached'} in {folder}")
 
 
 def register(app: typer.Typer) -> None:
