@@ -9,6 +9,7 @@ one serves every test of a worker process; each test makes its own topics and gr
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,7 @@ for folder in ("broker_image/tests", "broker_image/tests/cluster"):
 from kafka_support import name_for_test  # noqa: E402
 
 from samsa.local.cluster import LocalCluster  # noqa: E402
+from samsa.testing.cluster import FAST, REPLICATED  # noqa: E402
 
 
 @pytest.fixture
