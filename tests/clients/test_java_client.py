@@ -12,7 +12,7 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from clients_support import stored_batches
+from matrix_support import stored_batches
 from java_support import java_client
 from kafka_support import wait_until
 
