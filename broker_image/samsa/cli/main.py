@@ -8,17 +8,17 @@ import typer
 
 from samsa.cli.broker import broker
 
-app = typer.Typer(
+_app = typer.Typer(
     name="samsa",
     help="Samsa: a Kafka-compatible commit log.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-app.command("broker")(broker)
+_app.command("broker")(broker)
 
 
-@app.callback()
+@_app.callback()
 def _root() -> None:
     """Samsa: a Kafka-compatible commit log."""
 
@@ -31,7 +31,7 @@ def register_tools() -> typer.Typer:
     import importlib
 
     if _registered:
-        return app
+        return _app
     _registered.append(True)
     for module in (
         "samsa.cli.topics",
@@ -47,8 +47,8 @@ def register_tools() -> typer.Typer:
             if exc.name != module:
                 raise
             continue
-        mod.register(app)
-    return app
+        mod.register(_app)
+    return _app
 
 
 def main() -> None:
@@ -59,4 +59,12 @@ def main() -> None:
     # `samsa broker` is what a pod runs: it starts without loading the tools for people.
     if sys.argv[1:2] != ["broker"]:
         register_tools()
-    app()
+    _app()
+
+
+def __getattr__(name: str) -> typer.Typer:
+    # `app` for whoever imports it (tests, docs) is the whole command line; `main` alone may
+    # leave the tools out.
+    if name == "app":
+        return register_tools()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
