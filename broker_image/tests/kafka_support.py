@@ -34,12 +34,14 @@ NONE = 0
 OFFSET_OUT_OF_RANGE = 1
 CORRUPT_MESSAGE = 2
 UNKNOWN_TOPIC_OR_PARTITION = 3
+REQUEST_TIMED_OUT = 7
 MESSAGE_TOO_LARGE = 10
 INVALID_TOPIC_EXCEPTION = 17
 UNSUPPORTED_VERSION = 35
 TOPIC_ALREADY_EXISTS = 36
 INVALID_PARTITIONS = 37
 INVALID_CONFIG = 40
+POLICY_VIOLATION = 44
 
 EARLIEST = -2
 LATEST = -1
@@ -263,6 +265,38 @@ def log_end(port: int, topic: str, partition: int = 0) -> int:
     error, offset = list_offset(port, topic, partition, LATEST)
     assert error == NONE, f"ListOffsets latest failed with error {error}"
     return offset
+
+
+def delete_records_request(
+    offsets: dict[tuple[str, int], int], version: int = 2, timeout_ms: int = 5000
+) -> Any:
+    cls = load_request_schema(21, version)
+    module = __import__(cls.__module__, fromlist=["DeleteRecordsTopic", "DeleteRecordsPartition"])
+    topics: dict[str, list[Any]] = {}
+    for (name, partition), offset in offsets.items():
+        topics.setdefault(name, []).append(
+            module.DeleteRecordsPartition(partition_index=partition, offset=offset)
+        )
+    return cls(
+        topics=tuple(
+            module.DeleteRecordsTopic(name=name, partitions=tuple(ps))
+            for name, ps in topics.items()
+        ),
+        timeout=datetime.timedelta(milliseconds=timeout_ms),
+    )
+
+
+def delete_records(
+    port: int, offsets: dict[tuple[str, int], int], version: int = 2, timeout_ms: int = 5000
+) -> dict[tuple[str, int], tuple[int, int]]:
+    """(error code, low watermark) per partition, from one raw DeleteRecords request."""
+    with Wire(port) as wire:
+        response = wire.request(21, version, delete_records_request(offsets, version, timeout_ms))
+    return {
+        (t.name, p.partition_index): (int(p.error_code.value), p.low_watermark)
+        for t in response.topics
+        for p in t.partitions
+    }
 
 
 def api_versions_request() -> Any:

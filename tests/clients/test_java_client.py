@@ -177,9 +177,6 @@ def test_admin_alters_lists_and_describes_consumer_group_offsets(admin: dict[str
     assert result(admin, "describe_group") == ["Empty", 0]
 
 
-@pytest.mark.xfail(
-    strict=True, reason="DeleteRecords is not served yet: the Java client gets UnsupportedVersion"
-)
 def test_admin_deletes_records(admin: dict[str, Any]) -> None:
     assert result(admin, "delete_records") == 4
     assert result(admin, "earliest_after_delete") == 4

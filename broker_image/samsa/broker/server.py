@@ -175,6 +175,8 @@ class KafkaServer:
         )
         self.replica_manager.on_append = self._on_append
         self.replica_manager.on_isr_change = self.metrics.on_isr_change
+        self.replica_manager.partition_known = lambda tp: self._partition_exists(*tp)
+        self.replica_manager.broker_alive = self._broker_alive
         if self.cluster is not None:
             self.cluster.attach(self.cache, self.replica_manager, self.dynamic_config)
             self.store.add_listener(self._on_cluster_metadata_change)
@@ -369,6 +371,10 @@ class KafkaServer:
         assert self.cache is not None
         meta = self.cache.topic(topic)
         return meta is not None and partition in meta.assignment
+
+    def _broker_alive(self, broker_id: int) -> bool:
+        assert self.cache is not None
+        return self.cache.broker(broker_id) is not None
 
     def _on_topic_deleted(self, name: str, partitions: list[int]) -> None:
         self.metrics.forget_topic(name)

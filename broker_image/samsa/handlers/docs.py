@@ -5,67 +5,10 @@ python -m samsa.handlers.docs > docs/protocol.md
 
 from __future__ import annotations
 
+import textwrap
+
+from samsa.handlers.differences import DIFFERENCES
 from samsa.handlers.registry import default_apis
-
-DIFFERENCES = """\
-## Where Samsa differs from Apache Kafka
-
-- **Records are stored as sent.** Batches (magic v2 only) are CRC-checked and stored as the
-  producer's bytes; only the base offset, the partition leader epoch and, for
-  `message.timestamp.type=LogAppendTime`, the batch's max timestamp are patched. Message
-  format v0/v1 is refused with CORRUPT_MESSAGE. The topic config `compression.type` accepts
-  only `producer`: a broker that recompressed would have to re-encode every batch.
-- **Fetch sessions (KIP-227) are refused, correctly.** Every Fetch response carries session id
-  0, so clients keep sending full fetch requests; an incremental fetch naming a session gets
-  FETCH_SESSION_ID_NOT_FOUND. Clients fall back on their own.
-- **Idempotent producers, as Kafka 2.5+.** `enable.idempotence=true` (the default of current
-  clients) works: InitProducerId hands out producer ids that stay unique across restarts,
-  and each partition keeps every producer's epoch and last five batches, so a retried batch
-  is answered with the offset it got the first time and is not written again. A gap in the
-  sequence numbers gets OUT_OF_ORDER_SEQUENCE_NUMBER, an old epoch INVALID_PRODUCER_EPOCH; a
-  producer the partition does not know may start at any sequence (KIP-360), so
-  UNKNOWN_PRODUCER_ID is never returned. Two differences: an InitProducerId that gives the
-  producer's current id and epoch (v3+) gets the same id at the next epoch, fencing what the
-  producer still has in flight, where Kafka hands an idempotent producer a new id; and the
-  `.snapshot` files keep all five batches of each producer (Kafka's keep the last), so a retry
-  is still recognised after a restart. Idle producers are forgotten after
-  `producer.id.expiration.ms`.
-- **No transactions.** Produce and InitProducerId requests with a transactional id,
-  transactional batches, and FindCoordinator for a transaction coordinator get
-  TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which clients report as fatal.
-  `isolation.level=read_committed` reads up to the high watermark.
-- **Produce v0-v2 are advertised but refused.** librdkafka before 2.11.1 turns compression
-  off for a broker whose Produce range does not start at 0, so the range starts there; such
-  requests (message format v0/v1) get UNSUPPORTED_VERSION for every partition.
-- **ZooKeeper mode, with Kafka 3.x's controller-to-broker APIs.** A cluster uses ZooKeeper and
-  a controller as Kafka did before KRaft. LeaderAndIsr (v6), StopReplica (v3), UpdateMetadata
-  (v7) and ControlledShutdown (v3) are spoken in one flexible version each, laid out as Kafka
-  3.x lays them out; leaders propose ISR changes with AlterPartition (v2), so a broker never
-  writes partition state itself. Every controller write to ZooKeeper is a transaction that
-  checks `/controller_epoch`. OffsetCommit and OffsetFetch stop at v9 (v10 names topics by id).
-- **Standalone mode.** Without `zookeeper.connect`, one broker keeps its metadata in
-  `samsa-metadata.json` in its data directory and leads every partition; `acks=all` acts as
-  `acks=1` while a partition has one replica.
-- **Log directories.** One data directory per broker; `log.dirs` with several is not offered,
-  so AlterReplicaLogDirs is not either. DescribeLogDirs describes that one directory (Kafka's
-  `kafka-reassign-partitions --generate` and `kafka-log-dirs` ask for it).
-- **No authentication or ACLs.** SASL and TLS are not offered; authorized-operations fields
-  are answered with "not provided" (-2147483648).
-- **A group whose metadata cannot be stored is not formed.** A JoinGroup that would make the
-  group's record in __consumer_offsets certainly larger than `message.max.bytes` (counting
-  each member's smallest protocol metadata) gets GROUP_MAX_SIZE_REACHED, and the group goes
-  on without that member. Kafka lets such a group form, then fails its every SyncGroup with
-  UNKNOWN_SERVER_ERROR.
-- **Errors close the connection where Kafka does**: an unknown API key, an unsupported version
-  (except ApiVersions, answered with a v0 UNSUPPORTED_VERSION response), a frame larger than
-  `socket.request.max.bytes`, or bytes that do not decode. Other connections are unaffected.
-- **An acks=all Produce does not hold its connection while it waits for the ISR.** Kafka
-  handles one request per connection at a time, so a client pipelining small acks=all
-  requests waits one replication round trip per request. Samsa appends a request's records,
-  then goes on to the requests behind it while the ISR catches up (at most 128 such answers
-  owed per connection); answers still leave in request order, and the appends happen in
-  arrival order, so idempotent sequences and ordering are as in Kafka.
-"""
 
 
 def render() -> str:
@@ -81,7 +24,11 @@ def render() -> str:
     for api in default_apis():
         note = api.notes.split(":", 1)[1].strip() if ":" in api.notes else api.notes
         lines.append(f"| {api.key} | {api.name} | {api.min_version}-{api.max_version} | {note} |")
-    return "\n".join(lines) + "\n\n" + DIFFERENCES
+    lines += ["", "## Where Samsa differs from Apache Kafka", ""]
+    for d in DIFFERENCES:
+        text = f"**{d.what}** ({d.api}) {d.why}"
+        lines += textwrap.wrap(text, 95, initial_indent="- ", subsequent_indent="  ")
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

@@ -66,6 +66,7 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
                     p.fetch_offset,
                     p.partition_max_bytes,
                     getattr(p, "current_leader_epoch", -1),
+                    getattr(p, "log_start_offset", -1),
                 )
             )
     max_bytes = request.max_bytes

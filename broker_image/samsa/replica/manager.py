@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from samsa.config import LogConfig
 from samsa.log import LogManager, OffsetOutOfRangeError
 from samsa.metadata.model import PartitionState, TopicPartition
+from samsa.metadata.names import is_internal
 from samsa.protocol.errors import ErrorCode, KafkaApiError
 from samsa.protocol.fileregion import FileRegion
 from samsa.protocol.record_filter import first_keyless_record
@@ -41,6 +42,8 @@ class FetchPartitionRequest:
     fetch_offset: int
     partition_max_bytes: int
     current_leader_epoch: int = -1
+    # A follower's own log start offset (Fetch v5+), for DeleteRecords' low watermark.
+    log_start_offset: int = -1
 
 
 @dataclass(slots=True)
@@ -113,6 +116,10 @@ class ReplicaManager:
         # Leadership hooks (the group coordinator follows __consumer_offsets leadership).
         self.on_leader: Callable[[Partition], None] = lambda p: None
         self.on_follower: Callable[[Partition], None] = lambda p: None
+        # What the metadata cache knows: a partition it knows that this broker does not host
+        # gets NOT_LEADER_OR_FOLLOWER (the client's metadata is stale), as in Kafka.
+        self.partition_known: Callable[[TopicPartition], bool] = lambda tp: False
+        self.broker_alive: Callable[[int], bool] = lambda broker_id: True
 
     # leadership
 
@@ -132,6 +139,7 @@ class ReplicaManager:
                 self.alter_isr,
                 self._checkpointed_hw.get((tp.topic, tp.partition)),
             )
+            partition.replica_alive = self.broker_alive
             self.partitions[tp] = partition
         partition.topic_id = topic_id
         return partition
@@ -266,10 +274,17 @@ class ReplicaManager:
     def leader_partition(self, tp: TopicPartition) -> Partition:
         partition = self.partitions.get(tp)
         if partition is None:
-            raise KafkaApiError(ErrorCode.unknown_topic_or_partition)
+            raise KafkaApiError(self._not_hosted(tp))
         if not partition.is_leader:
             raise KafkaApiError(ErrorCode.not_leader_or_follower)
         return partition
+
+    def _not_hosted(self, tp: TopicPartition) -> ErrorCode:
+        return (
+            ErrorCode.not_leader_or_follower
+            if self.partition_known(tp)
+            else ErrorCode.unknown_topic_or_partition
+        )
 
     def shrink_isrs(self, max_lag_ms: int) -> None:
         """The periodic ISR check of every partition this broker leads."""
@@ -379,7 +394,7 @@ class ReplicaManager:
             responses.append(resp)
             partition = self.partitions.get(req.tp)
             if partition is None:
-                resp.error_code = ErrorCode.unknown_topic_or_partition.value
+                resp.error_code = self._not_hosted(req.tp).value
                 continue
             if not partition.is_leader:
                 resp.error_code = ErrorCode.not_leader_or_follower.value
@@ -393,7 +408,9 @@ class ReplicaManager:
                 continue
             plog = partition.log
             if replica_id >= 0 and req.fetch_offset <= plog.log_end_offset:
-                partition.update_follower_fetch_state(replica_id, req.fetch_offset)
+                partition.update_follower_fetch_state(
+                    replica_id, req.fetch_offset, req.log_start_offset
+                )
             resp.high_watermark = partition.high_watermark
             resp.last_stable_offset = partition.high_watermark
             resp.log_start_offset = plog.log_start_offset
@@ -422,6 +439,50 @@ class ReplicaManager:
 
     async def wait_for_data(self, tps: list[TopicPartition], timeout_s: float) -> bool:
         return await self.waiters.wait(tps, timeout_s)
+
+    # DeleteRecords
+
+    async def delete_records(
+        self, offsets: dict[TopicPartition, int], timeout_s: float
+    ) -> dict[TopicPartition, tuple[ErrorCode, int]]:
+        """Move each partition's log start offset as leader, then wait (up to ``timeout_s``)
+        until every live replica has moved its own: Kafka's DelayedDeleteRecords.
+
+        Returns (error, low watermark) per partition; REQUEST_TIMED_OUT with the low
+        watermark seen at first when the followers do not follow in time."""
+        results: dict[TopicPartition, tuple[ErrorCode, int]] = {}
+        waits: dict[TopicPartition, asyncio.Future[int]] = {}
+        moved = False
+        for tp, offset in offsets.items():
+            if is_internal(tp.topic):
+                results[tp] = (ErrorCode.invalid_topic_exception, -1)
+                continue
+            try:
+                partition = self.leader_partition(tp)
+                start = partition.log.log_start_offset
+                wanted, low = partition.delete_records_on_leader(offset)
+            except KafkaApiError as exc:
+                results[tp] = (exc.code, -1)
+                continue
+            moved = moved or partition.log.log_start_offset != start
+            results[tp] = (ErrorCode.none, low)
+            if low < wanted:
+                waits[tp] = partition.wait_for_low_watermark(wanted)
+        if moved:
+            # Kafka leaves this to its periodic checkpoint; one small file is cheap to write.
+            self.log_manager.checkpoint_log_start_offsets()
+        if waits:
+            done, _ = await asyncio.wait(waits.values(), timeout=max(timeout_s, 0))
+            for tp, fut in waits.items():
+                partition = self.partitions.get(tp)
+                if fut not in done:
+                    fut.cancel()
+                    results[tp] = (ErrorCode.request_timed_out, results[tp][1])
+                elif fut.result() or partition is None:
+                    results[tp] = (ErrorCode(fut.result() or self._not_hosted(tp)), -1)
+                else:
+                    results[tp] = (ErrorCode.none, partition.low_watermark())
+        return results
 
     # offsets
 

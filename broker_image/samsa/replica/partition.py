@@ -39,6 +39,8 @@ class ReplicaState:
     """What the leader knows of one follower."""
 
     log_end_offset: int = -1
+    # Unknown (-1) until the follower's first fetch reports it.
+    log_start_offset: int = -1
     last_caught_up_ms: int = 0
     last_fetch_ms: int = 0
     # The leader's log end offset when this follower last fetched.
@@ -61,6 +63,19 @@ class _AckWaiter:
 
 
 AlterIsr = Callable[["Partition", tuple[int, ...]], None]
+
+
+def _complete(waiters: list[_AckWaiter], reached: int) -> list[_AckWaiter]:
+    """Resolve the waiters whose offset ``reached`` passes; returns those still waiting."""
+    still = []
+    for w in waiters:
+        if w.future.done():
+            continue
+        if w.offset <= reached:
+            w.future.set_result(ErrorCode.none.value)
+        else:
+            still.append(w)
+    return still
 
 
 class Partition:
@@ -97,6 +112,10 @@ class Partition:
         self._now_ms = now_ms
         self._alter_isr = alter_isr
         self._ack_waiters: list[_AckWaiter] = []
+        # DeleteRecords waiting for every live replica's log start offset (DelayedDeleteRecords).
+        self._low_watermark_waiters: list[_AckWaiter] = []
+        # Whether a broker is alive: a dead follower does not hold the low watermark back.
+        self.replica_alive: Callable[[int], bool] = lambda broker_id: True
 
     # ------------------------------------------------------------------ roles
 
@@ -195,29 +214,67 @@ class Partition:
         return future
 
     def fail_waiters(self, error: ErrorCode) -> None:
-        waiters, self._ack_waiters = self._ack_waiters, []
+        waiters = self._ack_waiters + self._low_watermark_waiters
+        self._ack_waiters, self._low_watermark_waiters = [], []
         for w in waiters:
             if not w.future.done():
                 w.future.set_result(error.value)
 
     def _complete_waiters(self) -> None:
-        if not self._ack_waiters:
-            return
-        hw = self.high_watermark
-        still = []
-        for w in self._ack_waiters:
-            if w.future.done():
-                continue
-            if w.offset <= hw:
-                w.future.set_result(ErrorCode.none.value)
-            else:
-                still.append(w)
-        self._ack_waiters = still
+        if self._ack_waiters:
+            self._ack_waiters = _complete(self._ack_waiters, self.high_watermark)
+
+    # ------------------------------------------------------------------ DeleteRecords (leader)
+
+    def delete_records_on_leader(self, offset: int) -> tuple[int, int]:
+        """Move the log start offset to ``offset`` (-1: the high watermark), as Kafka's
+        deleteRecordsOnLeader; returns (the offset asked for, the low watermark)."""
+        if not self.is_leader:
+            raise KafkaApiError(ErrorCode.not_leader_or_follower)
+        if not self.log.config.delete:
+            raise KafkaApiError(
+                ErrorCode.policy_violation,
+                f"Records of partition {self.tp} can not be deleted due to the configured policy",
+            )
+        wanted = self.high_watermark if offset == -1 else offset
+        if wanted < 0 or wanted > self.high_watermark:
+            raise KafkaApiError(
+                ErrorCode.offset_out_of_range,
+                f"Cannot increment the log start offset to {wanted} of partition {self.tp} "
+                f"since it is outside [0, the high watermark {self.high_watermark}]",
+            )
+        if self.log.maybe_increment_log_start_offset(wanted):
+            # Wake parked follower fetches, so they learn the new log start offset now.
+            self._on_data(self.tp)
+        return wanted, self.low_watermark()
+
+    def low_watermark(self) -> int:
+        """The smallest log start offset among this leader and its live followers."""
+        low = self.log.log_start_offset
+        for replica, state in self.remote.items():
+            if state.log_start_offset < low and self.replica_alive(replica):
+                low = state.log_start_offset
+        return low
+
+    def wait_for_low_watermark(self, offset: int) -> asyncio.Future[int]:
+        """A future resolved with ErrorCode.none once every live replica's log start offset
+        reached ``offset``, or with an error code if this broker stops leading first."""
+        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        if not self.is_leader:
+            future.set_result(ErrorCode.not_leader_or_follower.value)
+        elif self.low_watermark() >= offset:
+            future.set_result(ErrorCode.none.value)
+        else:
+            self._low_watermark_waiters.append(_AckWaiter(offset, future))
+        return future
 
     # ------------------------------------------------------------------ followers' fetches
 
-    def update_follower_fetch_state(self, replica_id: int, fetch_offset: int) -> None:
-        """A follower fetched from ``fetch_offset``: it has everything below it."""
+    def update_follower_fetch_state(
+        self, replica_id: int, fetch_offset: int, log_start_offset: int = -1
+    ) -> None:
+        """A follower fetched from ``fetch_offset``: it has everything below it, and nothing
+        below ``log_start_offset``."""
         state = self.remote.get(replica_id)
         if state is None:
             return  # not (or no longer) a replica: its fetch is answered, its offset ignored
@@ -228,6 +285,12 @@ class Partition:
         elif fetch_offset >= state.last_fetch_leader_leo >= 0:
             state.last_caught_up_ms = max(state.last_caught_up_ms, state.last_fetch_ms)
         state.log_end_offset = fetch_offset
+        if log_start_offset != state.log_start_offset:
+            state.log_start_offset = log_start_offset
+            if self._low_watermark_waiters:
+                self._low_watermark_waiters = _complete(
+                    self._low_watermark_waiters, self.low_watermark()
+                )
         state.last_fetch_ms = now
         state.last_fetch_leader_leo = leo
         self._maybe_expand_isr(replica_id, state)

@@ -7,7 +7,9 @@
 // it first passes to Kafka's Exit.exit (0 when main returns), and its output is what it prints
 // to System.out, System.err and its log (a console logger following System.err) until then:
 // what a tool would do after exiting (a finally block calling Exit.exit inside a catch of
-// Throwable) is not heard. An empty line or the end of stdin ends the shell.
+// Throwable) is not heard. An empty line or the end of stdin ends the shell. Tools that call
+// System.exit themselves (kafka-cluster, the verifiable producer and consumer) end the shell
+// too: run those as processes of their own.
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
