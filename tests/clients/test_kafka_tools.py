@@ -138,6 +138,37 @@ def test_console_producer_and_consumer_and_consumer_groups_reset(
     assert (row["PARTITION"], int(row["NEW-OFFSET"])) == ("0", max(end - 5, 0))
 
 
+def test_get_offsets_and_delete_records(tool: Tool, topic: str, tmp_path: Path) -> None:
+    ok(tool("kafka-topics", "--create", "--topic", topic, "--partitions", "2"))
+    ok(tool("kafka-console-producer", "--topic", topic, "--command-property", "acks=all",
+            "--reader-property", "parse.key=true", "--reader-property", "key.separator=:",
+            input="".join(f"{i % 2}:v{i}\n" for i in range(40))))  # fmt: skip
+
+    def offsets(*args: str) -> dict[str, int]:
+        out = ok(tool("kafka-get-offsets", "--topic", topic, *args))
+        return {p: int(o) for p, o in (line.rsplit(":", 2)[1:] for line in out.split())}
+
+    latest = offsets()
+    assert sum(latest.values()) == 40 and set(latest) == {"0", "1"}
+    assert offsets("--time", "-2") == {"0": 0, "1": 0}
+
+    plan = tmp_path / "delete.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": topic, "partition": 0, "offset": 5},
+        {"topic": topic, "partition": 1, "offset": -1},
+    ]}))  # fmt: skip
+    deleted = ok(tool("kafka-delete-records", "--offset-json-file", str(plan)))
+    assert f"partition: {topic}-0\tlow_watermark: 5" in deleted
+    assert f"partition: {topic}-1\tlow_watermark: {latest['1']}" in deleted, "-1: up to the end"
+    assert offsets("--time", "-2") == {"0": 5, "1": latest["1"]}
+    beyond = tmp_path / "beyond.json"
+    beyond.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": topic, "partition": 0, "offset": latest["0"] + 10},
+    ]}))  # fmt: skip
+    refused = ok(tool("kafka-delete-records", "--offset-json-file", str(beyond)))
+    assert "OffsetOutOfRangeException" in refused
+
+
 def test_kafka_configs_alter_describe_and_delete(tool: Tool, topic: str) -> None:
     ok(tool("kafka-topics", "--create", "--topic", topic, "--partitions", "1"))
     topic_entity = ("--entity-type", "topics", "--entity-name", topic)
