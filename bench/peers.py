@@ -1,5 +1,6 @@
-"""`python -m bench peers`: Samsa, NATS JetStream and Redis Streams through the same workloads in
-one run; prints the tables and, with --docs, rewrites docs/benchmarks.md and its plots."""
+"""`python -m bench peers`: Samsa, Apache Kafka, NATS JetStream and Redis Streams through the
+same workloads in one run; prints the tables and, with --docs, rewrites docs/benchmarks.md and
+its plots."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bench import ceilings, docs
+from bench.kafka_system import ApacheKafkaCluster
 from bench.nats_system import NatsJetStream
 from bench.redis_system import RedisStreams
 from bench.report import print_tables
@@ -19,12 +21,13 @@ from bench.samsa_system import samsa_system
 from bench.system import System
 from bench.workloads import FULL, QUICK, Plan, run
 
-SYSTEMS = ("samsa", "nats", "redis")
+SYSTEMS = ("samsa", "kafka", "nats", "redis")
 
 
 def system_classes(names: list[str], samsa_mode: str) -> dict[str, type[System]]:
     table: dict[str, Callable[[], type[System]]] = {
         "samsa": lambda: samsa_system(samsa_mode),  # decided once, not per start
+        "kafka": lambda: ApacheKafkaCluster,
         "nats": lambda: NatsJetStream,
         "redis": lambda: RedisStreams,
     }

@@ -43,6 +43,16 @@ def port_open(port: int) -> bool:
     return False
 
 
+def terminate(proc: subprocess.Popen, timeout: float = 30.0) -> int:
+    """SIGTERM, then SIGKILL after `timeout`; the exit status."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        return proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        return proc.wait()
+
+
 def wait_port(port: int, timeout: float = 30.0, proc: subprocess.Popen | None = None) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

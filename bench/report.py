@@ -14,6 +14,8 @@ from bench.results import (
     FAILOVER,
     LATENCY,
     LATENCY_FIXED,
+    PERF_CONSUME,
+    PERF_PRODUCE,
     PRODUCE,
     PRODUCE_ACKS1,
     RunResult,
@@ -43,6 +45,13 @@ METRICS: dict[str, list[tuple[str, str, int]]] = {
     ],
     LATENCY_FIXED: [("p50_ms", "p50 ms", 2), ("p99_ms", "p99 ms", 2), ("p999_ms", "p99.9 ms", 2)],
     FAILOVER: [("recovery_s", "writes back after, s", 2)],
+    PERF_PRODUCE: [
+        ("msgs_per_s", "msg/s", 0),
+        ("mb_per_s", "MB/s", 1),
+        ("p50_ms", "ack p50 ms", 0),
+        ("p99_ms", "ack p99 ms", 0),
+    ],
+    PERF_CONSUME: [("msgs_per_s", "msg/s", 0), ("mb_per_s", "MB/s", 1)],
 }
 
 

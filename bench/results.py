@@ -14,9 +14,21 @@ CONSUME = "consume backlog"
 LATENCY = "e2e latency, half peak"
 LATENCY_FIXED = "e2e latency, fixed rate"
 FAILOVER = "failover"
+#: Kafka's own load generators (the Java client), on Kafka-protocol systems only
+PERF_PRODUCE = "kafka-producer-perf-test"
+PERF_CONSUME = "kafka-consumer-perf-test"
 #: the system name under which the machine's ceilings are kept, one sample per repetition
 MACHINE = "machine"
-WORKLOADS = (PRODUCE, PRODUCE_ACKS1, CONSUME, LATENCY, LATENCY_FIXED, FAILOVER)
+WORKLOADS = (
+    PRODUCE,
+    PRODUCE_ACKS1,
+    CONSUME,
+    LATENCY,
+    LATENCY_FIXED,
+    FAILOVER,
+    PERF_PRODUCE,
+    PERF_CONSUME,
+)
 
 
 @dataclass

@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import json
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -16,7 +15,7 @@ from typing import Any
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from bench.procs import free_port, wait_port
+from bench.procs import free_port, terminate, wait_port
 
 
 @contextlib.contextmanager
@@ -43,12 +42,7 @@ def samsa_broker(overrides: dict[str, str] | None = None) -> Iterator[tuple[str,
         wait_port(port, proc=proc)
         yield f"127.0.0.1:{port}", proc.pid
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        terminate(proc)
         shutil.rmtree(data, ignore_errors=True)
 
 

@@ -27,6 +27,8 @@ class System(ABC):
     recovery: str = "failover"
     #: the load generator, in words
     client: str = ""
+    #: speaks the Kafka protocol: takes acks=all and acks=1 produce, and Kafka's perf tools
+    kafka_protocol: ClassVar[bool] = False
 
     def __init__(self, workdir: Path | None = None) -> None:
         self._own_workdir = workdir is None

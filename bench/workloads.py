@@ -3,11 +3,14 @@
 For each message size and repetition, each system is started afresh and given, in order:
   1. maximum producer throughput: BACKLOG messages into one stream (6 partitions for Samsa);
   2. consumer throughput: that backlog read from the start;
-  3. (Samsa only) producer throughput again with acks=1 (not in quick runs);
+  3. (Kafka-protocol systems) producer throughput again with acks=1 (not in quick runs);
   4. end-to-end latency at half the peak of step 1 (not in quick runs), on a new stream,
      and again at one fixed rate per size for all systems (half of a peak measured on 2
      shared cores can already saturate them);
-  5. failover: the leader of the first stream killed, time until a write succeeds again
+  5. (Kafka-protocol systems) Kafka's own kafka-producer-perf-test, acks=all, BACKLOG records
+     into a new stream, then kafka-consumer-perf-test reading them back: the Java client as a
+     second opinion on our librdkafka harness;
+  6. failover: the leader of the first stream killed, time until a write succeeds again
      (quick runs: for the first size only).
 The machine's ceilings are measured before each repetition.
 Load generators run as separate processes (`bench.clients`); the harness only starts, times
@@ -25,6 +28,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from bench import perf_tools
 from bench.clients.common import now_ns
 from bench.results import (
     CONSUME,
@@ -32,6 +36,8 @@ from bench.results import (
     LATENCY,
     LATENCY_FIXED,
     MACHINE,
+    PERF_CONSUME,
+    PERF_PRODUCE,
     PRODUCE,
     PRODUCE_ACKS1,
     Sample,
@@ -43,6 +49,7 @@ STREAM = "bench"
 LATENCY_STREAM = "bench-latency"
 FIXED_STREAM = "bench-latency-fixed"
 ACKS1_STREAM = "bench-acks1"
+PERF_STREAM = "bench-perf-test"
 
 
 @dataclass
@@ -59,6 +66,8 @@ class Plan:
     #: the steps a quick run leaves out: Samsa's acks=1 produce, latency at half peak
     acks1: bool = True
     half_peak_latency: bool = True
+    #: Kafka's perf tools on the Kafka-protocol systems
+    perf_tools: bool = True
 
 
 FULL = Plan(
@@ -161,19 +170,23 @@ def measure_throughput(
 
 
 def measure_latency(
-    system: System, stream: str, size: int, rate: float, seconds: float
+    system: System,
+    stream: str,
+    size: int,
+    rate: float,
+    seconds: float,
+    create: bool = True,
+    **producer_opts: object,
 ) -> tuple[dict, list]:
-    system.create_stream(stream, PARTITIONS)
+    """End-to-end latency at `rate` msg/s; `create=False` for a stream made by the caller."""
+    if create:
+        system.create_stream(stream, PARTITIONS)
     expect = int(rate * seconds)
     consumer = ClientProc(
         system.key, "e2e-consume", *_args(system, {"stream": stream, "count": expect})
     )
-    producer = ClientProc(
-        system.key,
-        "e2e-produce",
-        *_args(system, {"stream": stream, "rate": rate, "seconds": seconds, "size": size}),
-        stdin=True,
-    )
+    opts = {"stream": stream, "rate": rate, "seconds": seconds, "size": size, **producer_opts}
+    producer = ClientProc(system.key, "e2e-produce", *_args(system, opts), stdin=True)
     consumer.next(60)  # ready: connected and reading
     producer.next(60)  # ready: waiting for the word
     producer.send("go")
@@ -186,11 +199,17 @@ def measure_latency(
     return values, res.get("cdf", [])
 
 
-def measure_failover(system: System) -> dict[str, float | None]:
+def measure_failover(
+    system: System, stop: Callable[[System], None] | None = None
+) -> dict[str, float | None]:
+    """``stop`` (default: kill -9 of the leader) is timed until a write after it succeeds."""
     probe = ClientProc(system.key, "probe", *_args(system, {"stream": STREAM}), stdin=True)
     probe.next(60)  # ready: writes succeed
     killed_at = now_ns()
-    system.kill_leader(STREAM)
+    if stop is None:
+        system.kill_leader(STREAM)
+    else:
+        stop(system)
     probe.send(str(killed_at))
     res = probe.result(180)
     return {"recovery_s": res.get("recovery_s"), "failed_writes": res.get("failures")}
@@ -209,10 +228,10 @@ def run_one(
         log(f"  {system.key:6} {size:5} B rep {rep}  {workload:16} {shown}")
 
     system.create_stream(STREAM, PARTITIONS)
-    produce_opts = {"acks": "all"} if system.key == "samsa" else {}
+    produce_opts = {"acks": "all"} if system.kafka_protocol else {}
     add(PRODUCE, measure_throughput(system, "produce", STREAM, size, count, **produce_opts))
     add(CONSUME, measure_throughput(system, "consume", STREAM, size, count))
-    if system.key == "samsa" and plan.acks1:
+    if system.kafka_protocol and plan.acks1:
         system.create_stream(ACKS1_STREAM, PARTITIONS)
         add(PRODUCE_ACKS1, measure_throughput(system, "produce", ACKS1_STREAM, size, count, acks=1))
     peak = samples[0].values["msgs_per_s"] or 1.0
@@ -225,6 +244,10 @@ def run_one(
         LATENCY_FIXED,
         *measure_latency(system, FIXED_STREAM, size, plan.fixed_rates[size], plan.latency_seconds),
     )
+    if system.kafka_protocol and plan.perf_tools:
+        system.create_stream(PERF_STREAM, PARTITIONS)
+        add(PERF_PRODUCE, perf_tools.produce(system.endpoint, PERF_STREAM, count, size))
+        add(PERF_CONSUME, perf_tools.consume(system.endpoint, PERF_STREAM, count))
     if plan.failover and not (plan.failover_once and size != plan.sizes[0]):
         add(FAILOVER, measure_failover(system))
     return samples

@@ -25,6 +25,7 @@ from bench.clients.common import KillTime, Probe, emit
 # Imported on demand: each process needs one client library, and imports cost a start-up.
 CLIENTS = {
     "samsa": "bench.clients.kafka_client",
+    "kafka": "bench.clients.kafka_client",
     "nats": "bench.clients.nats_client",
     "redis": "bench.clients.redis_client",
 }
@@ -40,7 +41,9 @@ def main() -> None:
     parser.add_argument("--stream", required=True)
     parser.add_argument("--count", type=int, default=0)
     parser.add_argument("--size", type=int, default=100)
-    parser.add_argument("--acks", default="all", help="Kafka only: acks for `produce`")
+    parser.add_argument(
+        "--acks", default="all", help="Kafka only: acks for `produce` and `e2e-produce`"
+    )
     parser.add_argument(
         "--idempotence", action="store_true", help="Kafka only: enable.idempotence for `produce`"
     )
@@ -52,7 +55,9 @@ def main() -> None:
     e, s = args.endpoint, args.stream
     if args.mode == "produce":
         extra = (
-            {"acks": args.acks, "idempotence": args.idempotence} if args.system == "samsa" else {}
+            {"acks": args.acks, "idempotence": args.idempotence}
+            if args.system in ("samsa", "kafka")
+            else {}
         )
         call = client.produce(e, s, args.count, args.size, **extra)
     elif args.mode == "consume":
@@ -61,7 +66,8 @@ def main() -> None:
         # Started beside the consumer; the harness says when to go, once both are up.
         emit({"ready": True})
         sys.stdin.readline()
-        call = client.e2e_produce(e, s, args.rate, args.seconds, args.size)
+        acks = {"acks": args.acks} if args.system == "samsa" else {}
+        call = client.e2e_produce(e, s, args.rate, args.seconds, args.size, **acks)
     elif args.mode == "e2e-consume":
         call = client.e2e_consume(e, s, args.count, args.idle)
     else:

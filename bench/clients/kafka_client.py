@@ -107,11 +107,13 @@ def consume(endpoint: str, stream: str, count: int) -> dict:
     return {"count": got, "seconds": elapsed, "errors": max(0, count - got)}
 
 
-def e2e_produce(endpoint: str, stream: str, rate: float, seconds: float, size: int) -> dict:
+def e2e_produce(
+    endpoint: str, stream: str, rate: float, seconds: float, size: int, acks: str = "all"
+) -> dict:
     producer = Producer(
         {
             "bootstrap.servers": endpoint,
-            "acks": "all",
+            "acks": acks,
             "linger.ms": 1,
             "batch.size": 1_000_000,
             "queue.buffering.max.messages": 2_000_000,

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import pytest
 
+from bench import perf_tools
+from bench.kafka_system import ApacheKafkaCluster
 from bench.nats_system import NatsJetStream
 from bench.procs import port_open
 from bench.redis_system import RedisStreams
@@ -30,7 +32,9 @@ def _ports(system: System) -> list[int]:
     return [int(hp.rsplit(":", 1)[1]) for hp in system.endpoint.split(",")]
 
 
-@pytest.mark.parametrize("system_class", [SamsaStandalone, NatsJetStream, RedisStreams])
+@pytest.mark.parametrize(
+    "system_class", [SamsaStandalone, ApacheKafkaCluster, NatsJetStream, RedisStreams]
+)
 def test_system_takes_each_workload_and_stops_cleanly(system_class: type[System]) -> None:
     system = system_class()
     with system:
@@ -43,6 +47,13 @@ def test_system_takes_each_workload_and_stops_cleanly(system_class: type[System]
         latency, cdf = measure_latency(system, "bench-latency", 100, rate=2_000, seconds=0.5)
         assert latency["received"] == 1_000
         assert latency["p50_ms"] is not None and cdf == sorted(cdf)
+
+        if system.kafka_protocol:
+            system.create_stream("bench-perf-test", PARTITIONS)
+            sent = perf_tools.produce(system.endpoint, "bench-perf-test", COUNT, 100)
+            assert sent["count"] == COUNT and sent["p99_ms"] is not None
+            got = perf_tools.consume(system.endpoint, "bench-perf-test", COUNT)
+            assert got["count"] == COUNT, f"kafka-consumer-perf-test read {got['count']}"
 
         recovered = measure_failover(system)
         assert recovered["recovery_s"] is not None, "no write succeeded after the leader died"

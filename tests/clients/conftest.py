@@ -2,7 +2,8 @@
 against a real 3-broker Samsa cluster (ZooKeeper and broker processes on 127.0.0.1) with
 replicated topics (replication factor 3, min.insync.replicas 2), as users would run it.
 
-One cluster serves every test of a worker process; each test makes its own topics and groups.
+The cluster is the ``samsa_cluster`` fixture of samsa's pytest plugin (samsa.testing.cluster):
+one serves every test of a worker process; each test makes its own topics and groups.
 """
 
 from __future__ import annotations
@@ -18,26 +19,10 @@ for folder in ("broker_image/tests", "broker_image/tests/cluster"):
     if str(REPO / folder) not in sys.path:
         sys.path.insert(0, str(REPO / folder))
 
-from cluster_support import FAST  # noqa: E402
 from kafka_support import name_for_test  # noqa: E402
 
 from samsa.local.cluster import LocalCluster  # noqa: E402
-
-REPLICATED = {
-    "default.replication.factor": "3",
-    "min.insync.replicas": "2",
-    "offsets.topic.replication.factor": "3",
-}
-
-
-@pytest.fixture(scope="session")
-def samsa_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    cluster = LocalCluster(tmp_path_factory.mktemp("samsa-cluster"), 3, {**FAST, **REPLICATED})
-    cluster.up(timeout=120)
-    try:
-        yield cluster
-    finally:
-        cluster.down(timeout=10)
+from samsa.testing.cluster import FAST, REPLICATED  # noqa: E402
 
 
 @pytest.fixture

@@ -53,6 +53,9 @@ class ClusterMembership:
         self.cache: MetadataCache | None = None
         self.replica_manager: ReplicaManager | None = None
         self.pool: ConnectionPool | None = None
+        # AlterPartition has its own connections: on the fetchers' it would queue behind a
+        # parked fetch (one request at a time per connection) for up to replica.fetch.wait.max.ms.
+        self.controller_pool: ConnectionPool | None = None
         self.alter_partition: AlterPartitionManager | None = None
         self._session_lost = False
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -81,6 +84,9 @@ class ClusterMembership:
         self.cache = cache
         self.replica_manager = replica_manager
         self.pool = ConnectionPool(self.address_of, client_id=f"broker-{self.broker.id}-fetcher")
+        self.controller_pool = ConnectionPool(
+            self.address_of, client_id=f"broker-{self.broker.id}-alter-partition"
+        )
         replica_manager.fetcher_manager = ReplicaFetcherManager(
             FetcherConfig(
                 broker_id=self.broker.id,
@@ -107,11 +113,11 @@ class ClusterMembership:
         replica_manager.alter_isr = alter_isr
 
     async def _send_to_controller(self, request: Any) -> Any:
-        assert self.cache is not None and self.pool is not None
+        assert self.cache is not None and self.controller_pool is not None
         controller_id = self.cache.controller_id
         if controller_id < 0:
             raise ConnectionError("no controller is known yet")
-        response = await self.pool.request(
+        response = await self.controller_pool.request(
             controller_id,
             ALTER_PARTITION,
             ALTER_PARTITION_VERSION,
@@ -215,7 +221,8 @@ class ClusterMembership:
             self.alter_partition.close()
         if self.replica_manager is not None and self.replica_manager.fetcher_manager is not None:
             await self.replica_manager.fetcher_manager.shutdown()
-        if self.pool is not None:
-            await self.pool.close()
+        for pool in (self.pool, self.controller_pool):
+            if pool is not None:
+                await pool.close()
         with contextlib.suppress(Exception):
             await self.zk.close()

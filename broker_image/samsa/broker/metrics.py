@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from samsa.controller import KafkaController
 from samsa.log import LogManager
 from samsa.log.cleaner import LogCleaner
 from samsa.replica import ReplicaManager
+from samsa.replica.stages import STAGES
+
+if TYPE_CHECKING:
+    from samsa.controller import KafkaController
 
 LATENCY_BUCKETS = (
     0.0001,
@@ -31,6 +34,28 @@ LATENCY_BUCKETS = (
     5,
     10,
     30,
+)
+
+# Replication's steps take from tens of microseconds to a few milliseconds.
+STAGE_BUCKETS = (
+    0.00005,
+    0.0001,
+    0.00025,
+    0.0005,
+    0.00075,
+    0.001,
+    0.0015,
+    0.002,
+    0.003,
+    0.005,
+    0.0075,
+    0.01,
+    0.015,
+    0.02,
+    0.05,
+    0.1,
+    0.5,
+    1,
 )
 
 
@@ -247,6 +272,15 @@ class BrokerMetrics:
             buckets=LATENCY_BUCKETS,
             registry=r,
         )
+        # Where replication's milliseconds go (samsa.replica.stages names the stages).
+        self.replication_latency = Histogram(
+            "kafka_server_replication_stage_time_seconds",
+            "Time a record spends in each step from producer to consumer",
+            ["stage"],
+            buckets=STAGE_BUCKETS,
+            registry=r,
+        )
+        self._per_stage = {s: self.replication_latency.labels(s) for s in STAGES}
         self.connections = Gauge(
             "kafka_server_socket_server_metrics_connection_count",
             "Open client connections",
@@ -277,6 +311,9 @@ class BrokerMetrics:
             )
         pair[0].inc()
         pair[1].observe(seconds)
+
+    def on_stage(self, stage: str, seconds: float) -> None:
+        self._per_stage[stage].observe(seconds)
 
     def on_append(self, topic: str, messages: int, size: int) -> None:
         pair = self._per_topic_in.get(topic)

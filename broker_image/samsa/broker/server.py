@@ -8,10 +8,8 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from samsa.broker.cluster import ClusterMembership
-from samsa.broker.http import HttpSidePort
 from samsa.broker.listeners import listener_plan
 from samsa.broker.metrics import BrokerMetrics
 from samsa.broker.properties import parse_listener
@@ -43,9 +41,14 @@ from samsa.metadata.producer_ids import (
     ProducerIdBlockStore,
     ZkProducerIdBlockStore,
 )
-from samsa.metadata.zk_store import ZkMetadataStore
 from samsa.network import Connection, SocketServer
 from samsa.replica import Partition, ReplicaManager
+
+if TYPE_CHECKING:
+    # Imported where used: a standalone broker needs neither ZooKeeper (kazoo, the inter-broker
+    # client, the controller) nor, without --http, aiohttp; they are most of its start-up.
+    from samsa.broker.cluster import ClusterMembership
+    from samsa.broker.http import HttpSidePort
 
 log = logging.getLogger(__name__)
 
@@ -177,6 +180,7 @@ class KafkaServer:
         self.replica_manager.on_isr_change = self.metrics.on_isr_change
         self.replica_manager.partition_known = lambda tp: self._partition_exists(*tp)
         self.replica_manager.broker_alive = self._broker_alive
+        self.replica_manager.stages.sink = self.metrics.on_stage
         if self.cluster is not None:
             self.cluster.attach(self.cache, self.replica_manager, self.dynamic_config)
             self.store.add_listener(self._on_cluster_metadata_change)
@@ -221,6 +225,8 @@ class KafkaServer:
                 self.replica_manager.checkpoint_high_watermarks,
             )
         if config["http.listener"]:
+            from samsa.broker.http import HttpSidePort
+
             _, http_host, http_port = parse_listener(config["http.listener"])
             self.http = HttpSidePort(
                 http_host, http_port, self.metrics.registry, self._ready, self._alive
@@ -248,6 +254,9 @@ class KafkaServer:
     async def _join_cluster(self, broker: BrokerInfo) -> str:
         """Connect to ZooKeeper (retrying until it answers), agree on the cluster id with it
         and with meta.properties, and open the ZooKeeper metadata store."""
+        from samsa.broker.cluster import ClusterMembership
+        from samsa.metadata.zk_store import ZkMetadataStore
+
         self.cluster = ClusterMembership(self.config, broker, self.listeners.inter_broker)
         await self.cluster.connect()
         recorded = read_meta_properties(self.data_dir).get("cluster.id")

@@ -6,14 +6,16 @@ import asyncio
 import logging
 import signal
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from samsa.broker import KafkaServer
 from samsa.broker.properties import load_properties, parse_listener, parse_overrides
 from samsa.cli.errors import fail
 from samsa.config import ConfigError, KafkaConfig
+
+if TYPE_CHECKING:
+    from samsa.broker import KafkaServer
 
 
 def build_config(
@@ -59,6 +61,8 @@ def broker(
         config = build_config(listen, config_file, override or [], http)
     except ConfigError as exc:
         fail(f"invalid configuration: {exc}", 2)
+    from samsa.broker import KafkaServer  # the whole broker: loaded by this command alone
+
     try:
         asyncio.run(_run(KafkaServer(config, data_dir)))
     except OSError as exc:

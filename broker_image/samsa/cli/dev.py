@@ -4,7 +4,9 @@
 - ``samsa dev programs`` builds the client matrix's Go programs and installs its Node ones;
 - ``samsa dev kafka tool NAME ARGS...`` runs one of Apache Kafka's own tools (kafka-topics,
   kafka-console-producer, ...) against any bootstrap server;
-- ``samsa dev kafka up|down|status`` runs a real Apache Kafka on 127.0.0.1, the reference.
+- ``samsa dev kafka up|down|status`` runs a real Apache Kafka on 127.0.0.1, the reference;
+- ``samsa dev connect`` runs a Kafka Connect worker (distributed mode) against any brokers.
+- ``samsa dev k8s build`` builds the Kubernetes control plane from the Go module proxy.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import typer
 from samsa.broker.properties import parse_overrides
 from samsa.cli.errors import fail
 from samsa.dev import jars, programs
+from samsa.dev.connect import ConnectWorker
 from samsa.dev.kafka import TOOLS, ApacheKafka, UnknownTool, pid_alive, port_open, tool_command
 
 DEFAULT_KAFKA_DIR = Path(".samsa/kafka")
@@ -31,6 +34,10 @@ kafka_app = typer.Typer(
     help="Apache Kafka itself: its tools, and a real cluster on 127.0.0.1.", no_args_is_help=True
 )
 dev_app.add_typer(kafka_app, name="kafka")
+k8s_app = typer.Typer(
+    help="A real Kubernetes control plane on 127.0.0.1, built from source.", no_args_is_help=True
+)
+dev_app.add_typer(k8s_app, name="k8s")
 
 KafkaDir = Annotated[
     Path, typer.Option("--data-dir", help="Where the Kafka cluster keeps its data and logs.")
@@ -133,6 +140,56 @@ def kafka_status(data_dir: KafkaDir = DEFAULT_KAFKA_DIR) -> None:
         listening = alive and port_open(n.port)
         word = "serving" if listening else ("starting" if alive else "stopped")
         sys.stdout.write(f"node {n.node_id}\tpid {n.pid or '-'}\t{n.bootstrap}\t{word}\n")
+
+
+@dev_app.command("connect")
+def connect_worker(
+    bootstrap_server: Annotated[
+        str, typer.Option("--bootstrap-server", "-b", help="Brokers to connect to.")
+    ] = "127.0.0.1:9092",
+    group: Annotated[
+        str,
+        typer.Option("--group", help="The Connect cluster's group.id; names its three topics."),
+    ] = "connect-cluster",
+    port: Annotated[int, typer.Option("--port", help="REST API port on 127.0.0.1.")] = 8083,
+    data_dir: Annotated[
+        Path, typer.Option("--data-dir", help="Where the worker's properties and log go.")
+    ] = Path(".samsa/connect"),
+    override: Annotated[
+        list[str] | None, typer.Option("--override", help="key=value worker property.")
+    ] = None,
+) -> None:
+    """Run a Kafka Connect worker in distributed mode in the foreground, with the FileStream
+    connectors and JSON converters; its log is connect.log in the data directory."""
+    try:
+        overrides = parse_overrides(override or [])
+    except ValueError as exc:
+        fail(str(exc), 2)
+    worker = ConnectWorker(data_dir, bootstrap_server, group, port, overrides, heap="1g")
+    try:
+        command = worker.command()
+    except jars.JarsUnavailable as exc:
+        fail(str(exc), 2)
+    typer.echo(f"Kafka Connect REST API on {worker.url}; log in {worker.log}")
+    try:
+        code = subprocess.call(command)
+    except KeyboardInterrupt:
+        code = 130
+    raise typer.Exit(code)
+
+
+@k8s_app.command("build")
+def k8s_build() -> None:
+    """Build etcd, kube-apiserver, kube-controller-manager and kube-scheduler (pinned) through
+    the Go module proxy into the cache; a second run builds nothing."""
+    from samsa.dev.kube import build
+
+    try:
+        done = build.build()
+    except programs.ProgramUnavailable as exc:
+        fail(str(exc))
+    for module, folder, built in done:
+        typer.echo(f"{module.name} {module.version}: {'built' if built else 'cached'} in {folder}")
 
 
 def register(app: typer.Typer) -> None:

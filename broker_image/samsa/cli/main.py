@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import typer
 
 from samsa.cli.broker import broker
@@ -21,10 +23,16 @@ def _root() -> None:
     """Samsa: a Kafka-compatible commit log."""
 
 
-def _register_tools() -> None:
-    """Tools for people live in their own modules; each adds itself to the app."""
+_registered: list[bool] = []
+
+
+def register_tools() -> typer.Typer:
+    """Tools for people live in their own modules; each adds itself to the app (once)."""
     import importlib
 
+    if _registered:
+        return app
+    _registered.append(True)
     for module in (
         "samsa.cli.topics",
         "samsa.cli.groups",
@@ -40,10 +48,15 @@ def _register_tools() -> None:
                 raise
             continue
         mod.register(app)
-
-
-_register_tools()
+    return app
 
 
 def main() -> None:
+    # kio registers Hypothesis strategies for its types whenever Hypothesis is importable (a
+    # development environment), which costs a process over half a second of CPU at start.
+    # Here, not at import: a test process that imports the app keeps its Hypothesis.
+    sys.modules.setdefault("hypothesis", None)  # type: ignore[arg-type]
+    # `samsa broker` is what a pod runs: it starts without loading the tools for people.
+    if sys.argv[1:2] != ["broker"]:
+        register_tools()
     app()

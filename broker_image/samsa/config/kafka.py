@@ -28,6 +28,23 @@ BROKER_CONFIG = ConfigDef(
         ConfigKey("zookeeper.connect", "string", None, nullable=True),
         ConfigKey("zookeeper.session.timeout.ms", "int", 18_000, minimum=1),
         ConfigKey("zookeeper.connection.timeout.ms", "int", None, nullable=True),
+        ConfigKey(
+            "broker.liveness.probe.interval.ms",
+            "int",
+            250,
+            minimum=0,
+            doc="Samsa's own: how often the controller probes each broker, and each broker the"
+            " controller, for a process that no longer listens (0: only the ZooKeeper session"
+            " tells a broker is gone)",
+        ),
+        ConfigKey(
+            "broker.liveness.probe.failures",
+            "int",
+            3,
+            minimum=1,
+            doc="Samsa's own: probes in a row whose connection is refused or reset that make a"
+            " broker dead; probes that are only slow never do",
+        ),
         ConfigKey("num.partitions", "int", 1, minimum=1),
         ConfigKey("default.replication.factor", "int", 1, minimum=1),
         ConfigKey("auto.create.topics.enable", "boolean", True),

@@ -4,7 +4,23 @@ Standalone, the LocalController makes this broker leader of everything from its 
 In a cluster, the KafkaController elected through ZooKeeper decides for every broker.
 """
 
-from samsa.controller.kafka_controller import KafkaController, NotController
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 from samsa.controller.local import LocalController
 
+if TYPE_CHECKING:
+    from samsa.controller.kafka_controller import KafkaController, NotController
+
 __all__ = ["KafkaController", "LocalController", "NotController"]
+
+
+def __getattr__(name: str) -> Any:
+    # The ZooKeeper controller (kazoo, the inter-broker channel) loads when a cluster asks
+    # for it: a standalone broker starts without it.
+    if name in ("KafkaController", "NotController"):
+        from samsa.controller import kafka_controller
+
+        return getattr(kafka_controller, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -19,6 +19,9 @@ class ControllerContext:
     epoch_zk_version: int = -1
     live_brokers: dict[int, RegisteredBroker] = field(default_factory=dict)
     shutting_down: set[int] = field(default_factory=set)
+    # Brokers found dead by the probes while still registered, with that registration: out of
+    # live_brokers until they answer again or register anew.
+    fenced: dict[int, RegisteredBroker] = field(default_factory=dict)
     topics: dict[str, TopicZnode] = field(default_factory=dict)
     states: dict[TopicPartition, LeaderIsrAndEpoch] = field(default_factory=dict)
     topics_to_delete: set[str] = field(default_factory=set)

@@ -2,8 +2,9 @@
 
 Each set of jars is a small pom in ``samsa/dev/maven/<set>.xml``. ``fetch(set)`` copies the
 set's dependencies into ``<cache>/jars/<set>-<hash of the pom>/`` with Maven, so changing a pin
-fetches anew and a second run fetches nothing. Maven's own repository is kept in
-``<cache>/m2`` so that sets share what they have in common.
+fetches anew and a second run fetches nothing; ``files(set)`` lists the jars (Spark's
+``spark.jars``), ``classpath(set)`` makes a Java classpath of them. Maven's own repository is
+kept in ``<cache>/m2`` so that sets share what they have in common.
 """
 
 from __future__ import annotations
@@ -36,6 +37,17 @@ def pom(name: str) -> bytes:
     if not path.is_file():
         raise JarsUnavailable(f"no jar set named {name!r}; known: {', '.join(sets())}")
     return path.read_bytes()
+
+
+def pinned_version(name: str, artifact: str) -> str:
+    """The version a set pins for `artifact` (its artifactId), e.g. Kafka's for reports."""
+    from xml.etree import ElementTree
+
+    ns = {"m": "http://maven.apache.org/POM/4.0.0"}
+    for dep in ElementTree.fromstring(pom(name)).iterfind(".//m:dependency", ns):
+        if dep.findtext("m:artifactId", namespaces=ns) == artifact:
+            return dep.findtext("m:version", default="", namespaces=ns)
+    raise JarsUnavailable(f"jar set {name!r} pins no {artifact!r}")
 
 
 def directory(name: str) -> Path:
@@ -79,6 +91,11 @@ def fetch(name: str, quiet: bool = True) -> Path:
     os.replace(staging, target / "lib")
     (target / COMPLETE).write_text("")
     return target / "lib"
+
+
+def files(*names: str) -> list[Path]:
+    """Every jar of the given sets, fetched if need be: for ``spark.jars`` and the like."""
+    return sorted(jar for name in names for jar in fetch(name).glob("*.jar"))
 
 
 def classpath(*names: str) -> str:

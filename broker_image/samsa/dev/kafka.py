@@ -27,6 +27,13 @@ from samsa.dev import jars
 from samsa.dev.cache import cache_root
 
 JAR_SET = "kafka"
+
+
+def kafka_version() -> str:
+    """The Apache Kafka release the jar cache pins."""
+    return jars.pinned_version(JAR_SET, "kafka_2.13")
+
+
 STATE_FILE = "kafka.json"
 COMPILED = ".compiled"
 
@@ -490,18 +497,30 @@ class ApacheKafka:
         if not self._wait_gone(node_id, pid, timeout):
             self.kill_node(node_id)
 
-    def down(self, timeout: float = 30.0) -> None:
+    def down(self, timeout: float = 30.0) -> list[int]:
+        """SIGTERM every node at once (one by one, the last would wait for a quorum that has
+        gone); the exit statuses of the nodes this object started and found alive, 0 for a
+        clean shutdown."""
         if self.state is None:
             self.state = self.load_state()
         if self.state is None:
-            return
-        for n in self.nodes:
+            return []
+        live = [n for n in self.nodes if pid_alive(n.pid)]
+        for n in live:
             self._signal(n.node_id, signal.SIGTERM)
-        for n in self.nodes:
+        codes = []
+        for n in live:
             if not self._wait_gone(n.node_id, n.pid, timeout):
                 self.kill_node(n.node_id)
+            proc = self._procs.get(n.node_id)
+            if proc is not None:
+                # The JVM reports a SIGTERM that its shutdown hooks completed as 128 + 15.
+                code = proc.wait()
+                codes.append(0 if code == 128 + signal.SIGTERM else code)
+        for n in self.nodes:
             n.pid = 0
         self.save_state()
+        return codes
 
     def __enter__(self) -> ApacheKafka:
         return self.up()

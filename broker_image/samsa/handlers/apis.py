@@ -99,7 +99,7 @@ class KafkaApis:
                 exc,
             )
             raise CloseConnection from None
-        ctx = RequestContext(header, conn)
+        ctx = RequestContext(header, conn, started)
         result = api.handle(self.services, ctx, request)
         if isinstance(result, Deferred):
             return Deferred(self._finish_later(api, ctx, result.awaitable, started))

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from samsa.config import KafkaConfig, LogConfig
-from samsa.controller import KafkaController
 from samsa.coordinator import GroupCoordinator, ProducerIdManager
 from samsa.metadata import BrokerInfo, MetadataCache, MetadataStore
 from samsa.protocol.messages import RequestHeader
 from samsa.replica import ReplicaManager
+
+if TYPE_CHECKING:
+    from samsa.controller import KafkaController
 
 
 class ClientConnection(Protocol):
@@ -55,6 +57,8 @@ class BrokerServices:
 class RequestContext:
     header: RequestHeader
     conn: ClientConnection
+    # time.perf_counter() when the request was taken up.
+    started: float = 0.0
 
     @property
     def version(self) -> int:

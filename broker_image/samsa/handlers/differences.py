@@ -92,6 +92,18 @@ DIFFERENCES: tuple[Difference, ...] = (
         ),
     ),
     Difference(
+        api="Metadata",
+        what="A dead broker leaves the metadata before its ZooKeeper session ends.",
+        why=(
+            "Kafka's ZooKeeper controller waits for the session to expire; Samsa's probes find "
+            "a killed broker's port closed within a second, so its leaderships move and it "
+            "drops out of Metadata's broker list while `/brokers/ids/<id>` still exists (as a "
+            "KRaft controller fences a broker that misses its heartbeats). A dead controller's "
+            "`/controller` is removed by the other brokers for the same reason. "
+            "`broker.liveness.probe.interval.ms=0` restores Kafka's behaviour."
+        ),
+    ),
+    Difference(
         api="all",
         what="Standalone mode.",
         why=(

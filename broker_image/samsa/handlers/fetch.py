@@ -106,10 +106,13 @@ async def _long_poll(
     manager = services.replica_manager
     while True:
         remaining = deadline - loop.time()
-        grew = remaining > 0 and await manager.wait_for_data(tps, remaining)
+        woken = await manager.wait_for_data(tps, remaining) if remaining > 0 else None
         responses, total = manager.read(reads, max_bytes, isolation, replica_id)
-        if not grew or total >= min_bytes or any(r.error_code for r in responses):
-            return _encode(services, ctx, order, responses)
+        if woken is None or total >= min_bytes or any(r.error_code for r in responses):
+            answer = _encode(services, ctx, order, responses)
+            if woken is not None and replica_id < 0:
+                manager.stages.since("consumer_wake", woken)
+            return answer
 
 
 def _encode(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from time import perf_counter
 from typing import Any
 
 from samsa.handlers.context import BrokerServices, RequestContext
@@ -76,9 +77,12 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
             failed = failed or result.error_code != 0
             results.append(result)
         topics.append(ProduceTopicResult(name, results))
+    appended = perf_counter()
+    stages = replica_manager.stages
+    stages.observe("produce_append", appended - ctx.started)
     if waiting:
         # The records are appended: later requests on this connection need not wait for the ISR.
-        return Deferred(_await_acks(services, ctx, topics, waiting, ms(request.timeout)))
+        return Deferred(_await_acks(services, ctx, topics, waiting, ms(request.timeout), appended))
     if acks == 0:
         # The producer reads no answer, so closing the connection is how it learns of an error
         # (Kafka does the same) and refreshes its metadata.
@@ -94,6 +98,7 @@ async def _await_acks(
     topics: list[ProduceTopicResult],
     waiting: list[tuple[TopicPartition, ProducePartitionResponse, ProducePartitionResult]],
     timeout_ms: int,
+    appended: float,
 ) -> Any:
     """acks=all: answer once every partition's records are on its whole ISR, or time out."""
     manager = services.replica_manager
@@ -102,4 +107,6 @@ async def _await_acks(
         result.error_code = r.error_code
         if r.error_code:
             result.base_offset = -1
-    return [encode_produce_response(ctx.version, ctx.header.correlation_id, topics)]
+    answer = [encode_produce_response(ctx.version, ctx.header.correlation_id, topics)]
+    manager.stages.since("ack_wait", appended)
+    return answer

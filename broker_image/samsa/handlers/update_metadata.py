@@ -7,7 +7,6 @@ from typing import Any
 from samsa.handlers.context import BrokerServices, RequestContext
 from samsa.metadata import BrokerInfo, Endpoint, PartitionState
 from samsa.metadata.names import is_internal
-from samsa.metadata.zk_client import LEADER_DURING_DELETE
 from samsa.protocol import controller_apis as apis
 from samsa.protocol.errors import ErrorCode
 
@@ -28,6 +27,9 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
         if chosen is not None:
             brokers.append(BrokerInfo(b.id, chosen.host, chosen.port, b.rack, endpoints))
     cache.update_brokers(brokers, request.controller_id)
+    # UpdateMetadata comes from a ZooKeeper controller only: its client is loaded by then
+    from samsa.metadata.zk_client import LEADER_DURING_DELETE
+
     known = services.store.topics()
     for topic in request.topic_states:
         name = topic.topic_name

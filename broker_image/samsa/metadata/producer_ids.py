@@ -17,12 +17,14 @@ import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from kazoo.exceptions import BadVersionError, NodeExistsError
 
 from samsa.metadata.local import _atomic_write
-from samsa.metadata.zk_client import PRODUCER_ID_BLOCK, KafkaZkClient
+
+if TYPE_CHECKING:
+    from samsa.metadata.zk_client import KafkaZkClient
 
 log = logging.getLogger(__name__)
 
@@ -127,6 +129,9 @@ class ZkProducerIdBlockStore:
         self.zk = zk
 
     async def claim_next_block(self, broker_id: int, size: int) -> ProducerIdsBlock:
+        # here, not at the top: a standalone broker never loads the ZooKeeper client
+        from samsa.metadata.zk_client import PRODUCER_ID_BLOCK
+
         while True:
             found = await self.zk.get(PRODUCER_ID_BLOCK)
             if found is None:

@@ -480,6 +480,19 @@ class KafkaZkClient:
                     raise r
             return epoch + 1, results[1].version
 
+    async def remove_dead_controller(self, broker_id: int) -> bool:
+        """Delete /controller if ``broker_id`` still holds it, so that a live broker is elected
+        without waiting for the dead one's session to expire.  Conditional on /controller_epoch:
+        a controller elected meanwhile is never removed.  True if it was removed."""
+        _, version = await self.controller_epoch()
+        if version < 0 or await self.controller_id() != broker_id:
+            return False
+        tx = self.zk.transaction()
+        tx.check(CONTROLLER_EPOCH, version)
+        tx.delete(CONTROLLER)
+        results = await self._wait(tx.commit_async())
+        return not any(isinstance(r, Exception) for r in results)
+
     async def controller_write(
         self, epoch_zk_version: int, ops: list[tuple[str, str, bytes, int]]
     ) -> list[Any]:

@@ -144,7 +144,8 @@ def decode_request(api_key: int, version: int, frame: bytes | memoryview, offset
 def encode_request(
     api_key: int, version: int, correlation_id: int, client_id: str | None, body: Any
 ) -> bytes:
-    """A whole request frame: size prefix, request header (v1, or v2 when flexible), body."""
+    """A whole request frame: size prefix, request header (v1, or v2 when flexible), body
+    (a kio entity, or its bytes from a hand-written encoder)."""
     cls = request_type(api_key, version)
     out = io.BytesIO()
     out.write(b"\0\0\0\0")
@@ -153,7 +154,10 @@ def encode_request(
     out.write(raw)
     if cls.__flexible__:
         out.write(b"\0")  # no tagged fields in the header
-    _writer(cls)(out, body)
+    if isinstance(body, bytes):
+        out.write(body)
+    else:
+        _writer(cls)(out, body)
     frame = out.getbuffer()
     _SIZE.pack_into(frame, 0, len(frame) - 4)
     del frame

@@ -26,13 +26,15 @@ from samsa.metadata.model import TopicPartition
 from samsa.protocol.errors import ErrorCode
 from samsa.protocol.messages import build, request_type
 from samsa.protocol.records import CorruptRecordError
+from samsa.protocol.replica_fetch import VERSION as REPLICA_FETCH_VERSION
+from samsa.protocol.replica_fetch import PartitionFetch, encode_replica_fetch
 from samsa.replica.partition import Partition
 from samsa.replica.truncation import UNDEFINED_EPOCH, offset_truncation_state
 
 log = logging.getLogger(__name__)
 
 FETCH = 1
-FETCH_VERSION = 12
+FETCH_VERSION = REPLICA_FETCH_VERSION
 OFFSET_FOR_LEADER_EPOCH = 23
 OFFSET_FOR_LEADER_EPOCH_VERSION = 4
 
@@ -225,7 +227,7 @@ class ReplicaFetcher:
     # ------------------------------------------------------------------ fetch
 
     async def _fetch(self, states: list[FetchState]) -> None:
-        topics: dict[str, list[dict[str, Any]]] = {}
+        topics: dict[str, list[PartitionFetch]] = {}
         for s in states:
             partition = s.partition
             plog = partition.log
@@ -235,35 +237,27 @@ class ReplicaFetcher:
                 if max_bytes <= 0:
                     s.delayed_until = time.monotonic() + 0.1
                     continue
+            epoch = plog.latest_epoch
             topics.setdefault(partition.tp.topic, []).append(
-                {
-                    "partition": partition.tp.partition,
-                    "current_leader_epoch": partition.leader_epoch,
-                    "fetch_offset": plog.log_end_offset,
-                    "last_fetched_epoch": plog.latest_epoch
-                    if plog.latest_epoch is not None
-                    else UNDEFINED_EPOCH,
-                    "log_start_offset": plog.log_start_offset,
-                    "partition_max_bytes": max_bytes,
-                }
+                (
+                    partition.tp.partition,
+                    partition.leader_epoch,
+                    plog.log_end_offset,
+                    epoch if epoch is not None else UNDEFINED_EPOCH,
+                    plog.log_start_offset,
+                    max_bytes,
+                )
             )
         if not topics:
             await asyncio.sleep(0.05)
             return
-        request = build(
-            request_type(FETCH, FETCH_VERSION),
-            {
-                "replica_id": self.config.broker_id,
-                "max_wait": self.config.max_wait_ms,
-                "min_bytes": self.config.min_bytes,
-                "max_bytes": self.config.max_bytes,
-                "isolation_level": 0,
-                "session_id": 0,
-                "session_epoch": -1,
-                "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
-                "forgotten_topics_data": [],
-                "rack_id": "",
-            },
+        config = self.config
+        request = encode_replica_fetch(
+            config.broker_id,
+            config.max_wait_ms,
+            config.min_bytes,
+            config.max_bytes,
+            topics.items(),
         )
         response = await self.pool.request(
             self.leader_id,
@@ -272,6 +266,7 @@ class ReplicaFetcher:
             request,
             (self.config.max_wait_ms + self.config.request_timeout_ms) / 1000,
         )
+        received = time.perf_counter()
         if response.error_code != ErrorCode.none:
             raise ConnectionError(f"fetch refused: {response.error_code.name}")
         for topic in response.responses:
@@ -282,9 +277,9 @@ class ReplicaFetcher:
                 if p.error_code != ErrorCode.none:
                     self._on_partition_error(state, p.error_code, p)
                     continue
-                self._append(state, p)
+                self._append(state, p, received)
 
-    def _append(self, state: FetchState, p: Any) -> None:
+    def _append(self, state: FetchState, p: Any, received: float) -> None:
         partition = state.partition
         plog = partition.log
         records = p.records
@@ -307,6 +302,7 @@ class ReplicaFetcher:
                 if self.throttled(partition):
                     self.throttle.spend(info.valid_bytes)
                 self.on_appended(partition, info.num_messages, info.valid_bytes)
+                partition.stages.since("follower_append", received)
         if p.log_start_offset > plog.log_start_offset:
             with contextlib.suppress(OffsetOutOfRangeError):
                 plog.maybe_increment_log_start_offset(min(p.log_start_offset, plog.log_end_offset))

@@ -25,6 +25,7 @@ from samsa.protocol.records import (
 from samsa.replica.delayed import DataWaiters
 from samsa.replica.fetcher import ReplicaFetcherManager
 from samsa.replica.partition import AlterIsr, Partition, ProducePartitionResponse
+from samsa.replica.stages import StageClock
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +102,8 @@ class ReplicaManager:
         self.log_config_for = log_config_for
         self.partitions: dict[TopicPartition, Partition] = {}
         self.waiters = DataWaiters()
+        # Replication stage timings; the broker sets their sink (prometheus histograms).
+        self.stages = StageClock()
         self.now_ms = now_ms or (lambda: int(time.time() * 1000))
         self.controller_epoch = -1
         # Brokers the controller named as leaders (host, port), before UpdateMetadata arrives.
@@ -138,6 +141,7 @@ class ReplicaManager:
                 self.now_ms,
                 self.alter_isr,
                 self._checkpointed_hw.get((tp.topic, tp.partition)),
+                self.stages,
             )
             partition.replica_alive = self.broker_alive
             self.partitions[tp] = partition
@@ -432,12 +436,15 @@ class ReplicaManager:
             if budget <= 0 and total > 0:
                 continue
             resp.records = data.records
+            if data.records:
+                partition.records_read(req.fetch_offset, replica_id)
             if data.next_offset > data.first_batch_offset >= 0:
                 resp.messages = data.next_offset - data.first_batch_offset
             total += len(data.records)
         return responses, total
 
-    async def wait_for_data(self, tps: list[TopicPartition], timeout_s: float) -> bool:
+    async def wait_for_data(self, tps: list[TopicPartition], timeout_s: float) -> float | None:
+        """When one of the partitions grew (perf_counter time), or None at the timeout."""
         return await self.waiters.wait(tps, timeout_s)
 
     # DeleteRecords

@@ -16,11 +16,13 @@ import asyncio
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from time import perf_counter
 
 from samsa.log import Log, LogAppendInfo
 from samsa.metadata.model import PartitionState, TopicPartition
 from samsa.protocol.errors import ErrorCode, KafkaApiError
 from samsa.protocol.records import BatchHeader
+from samsa.replica.stages import AppendTimes, StageClock
 
 
 @dataclass(slots=True)
@@ -45,6 +47,8 @@ class ReplicaState:
     last_fetch_ms: int = 0
     # The leader's log end offset when this follower last fetched.
     last_fetch_leader_leo: int = -1
+    # When records were last sent to this follower (0: its last fetch got none).
+    records_sent_at: float = 0.0
 
 
 @dataclass(slots=True)
@@ -89,6 +93,7 @@ class Partition:
         now_ms: Callable[[], int],
         alter_isr: AlterIsr | None = None,
         high_watermark: int | None = None,
+        stages: StageClock | None = None,
     ) -> None:
         self.tp = tp
         self.topic_id = topic_id
@@ -116,6 +121,9 @@ class Partition:
         self._low_watermark_waiters: list[_AckWaiter] = []
         # Whether a broker is alive: a dead follower does not hold the low watermark back.
         self.replica_alive: Callable[[int], bool] = lambda broker_id: True
+        self.stages = stages or StageClock()
+        # As leader: when recent batches were appended, for the stage timings.
+        self.appended = AppendTimes()
 
     # ------------------------------------------------------------------ roles
 
@@ -153,6 +161,7 @@ class Partition:
             # Followers must prove themselves again: reset what we knew of them (Kafka does).
             self.remote = {r: ReplicaState(last_caught_up_ms=now) for r in state.replicas}
             self.leader_epoch_start_offset = leo
+            self.appended.clear()
             if state.leader_epoch >= 0:
                 self.log.assign_epoch(state.leader_epoch, leo)
         else:
@@ -197,6 +206,8 @@ class Partition:
                 f"min.insync.replicas ({min_insync_replicas})",
             )
         info = self.log.append_as_leader(records, self.leader_epoch, headers)
+        if self.stages.sink is not None:
+            self.appended.appended(info.last_offset + 1, perf_counter())
         self._maybe_advance_high_watermark()
         self._on_data(self.tp)
         return info
@@ -292,6 +303,9 @@ class Partition:
                     self._low_watermark_waiters, self.low_watermark()
                 )
         state.last_fetch_ms = now
+        if state.records_sent_at:
+            self.stages.since("follower_refetch", state.records_sent_at)
+            state.records_sent_at = 0.0
         state.last_fetch_leader_leo = leo
         self._maybe_expand_isr(replica_id, state)
         self._maybe_advance_high_watermark()
@@ -360,6 +374,8 @@ class Partition:
         hw = max(hw, self.log.log_start_offset)
         if hw > self.high_watermark:
             self.high_watermark = hw
+            if self.stages.sink is not None:
+                self.appended.committed(hw, self.stages, perf_counter())
             self._complete_waiters()
             # Consumers parked on this partition may now read what just became committed.
             self._on_data(self.tp)
@@ -367,6 +383,22 @@ class Partition:
         if self.high_watermark > self.log.log_end_offset:
             self.high_watermark = self.log.log_end_offset
         return False
+
+    def records_read(self, fetch_offset: int, replica_id: int) -> None:
+        """A fetch response carries records from ``fetch_offset``: time them since their
+        append, for a follower (``replica_id`` >= 0) or a consumer."""
+        if self.stages.sink is None:
+            return
+        at = perf_counter()
+        appended = self.appended.time_of(fetch_offset)
+        if replica_id >= 0:
+            state = self.remote.get(replica_id)
+            if state is not None:
+                state.records_sent_at = at
+            if appended is not None:
+                self.stages.observe("follower_fetch", at - appended)
+        elif appended is not None:
+            self.stages.observe("consumer_fetch", at - appended)
 
     def update_follower_high_watermark(self, leader_hw: int) -> None:
         """A follower's high watermark: the leader's, bounded by what it has itself."""
@@ -381,6 +413,7 @@ class Partition:
         return self.high_watermark
 
     def after_log_truncated(self) -> None:
+        self.appended.clear()
         self.high_watermark = min(self.high_watermark, self.log.log_end_offset)
         self.high_watermark = max(self.high_watermark, self.log.log_start_offset)
 

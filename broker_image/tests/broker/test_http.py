@@ -60,3 +60,7 @@ def test_health_ready_and_metrics(samsa_broker: InProcessBroker) -> None:
     assert samples['kafka_server_broker_topic_metrics_messages_out_total{topic="metered"}'] == 50
     assert samples['kafka_server_broker_topic_metrics_bytes_out_total{topic="metered"}'] > 5000
     assert samples["kafka_server_socket_server_metrics_connection_count"] >= 1
+    stage = 'kafka_server_replication_stage_time_seconds_count{{stage="{}"}}'.format
+    assert samples[stage("produce_append")] >= 1
+    assert samples[stage("high_watermark")] >= 2  # a batch on each partition, at once (RF=1)
+    assert samples[stage("follower_append")] == 0

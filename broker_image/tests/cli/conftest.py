@@ -9,7 +9,7 @@ from click.testing import Result
 from kafka_support import wait_until
 from typer.testing import CliRunner
 
-from samsa.cli.main import app
+from samsa.cli.main import register_tools
 from samsa.testing import InProcessBroker
 
 __all__ = ["wait_until"]  # conftest modules share one name: keep the parent's helper importable
@@ -30,6 +30,7 @@ def samsa(broker: InProcessBroker) -> Run:
     runner = CliRunner()
 
     def run(*args: str, bootstrap: str | None = None) -> Result:
+        app = register_tools()
         result = runner.invoke(app, [*args, "-b", bootstrap or broker.bootstrap_servers])
         # A crash is never an answer: typer.Exit and usage errors end as SystemExit.
         if result.exception is not None and not isinstance(result.exception, SystemExit):

@@ -14,6 +14,9 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka_support import wait_until as _wait_until
 
+# The cluster tests and tests/integration take their timeouts from here.
+from samsa.testing.cluster import FAST as FAST
+
 if TYPE_CHECKING:
     from samsa.local.cluster import LocalCluster
 
@@ -27,19 +30,6 @@ class Cluster(Protocol):
 
     @property
     def bootstrap_servers(self) -> str: ...
-
-
-# Timeouts short enough for tests, long enough for two busy cores.
-FAST = {
-    "zookeeper.session.timeout.ms": "4000",
-    "replica.lag.time.max.ms": "3000",
-    "replica.fetch.backoff.ms": "200",
-    "controlled.shutdown.retry.backoff.ms": "200",
-    "controlled.shutdown.max.retries": "10",
-    "group.initial.rebalance.delay.ms": "0",
-    "offsets.topic.num.partitions": "6",
-    "log.flush.offset.checkpoint.interval.ms": "1000",
-}
 
 
 def wait_until(

@@ -46,6 +46,13 @@ def test_records_reach_every_replica_and_survive_the_loss_of_two(cluster: LocalC
     assert not oracle.errors
     for p in range(3):
         assert isr(cluster, "r3", p) == [0, 1, 2]
+    # Each broker leads one partition and follows two: the replication stages are timed.
+    stage = 'kafka_server_replication_stage_time_seconds_count{{stage="{}"}}'.format
+    for b in range(3):
+        seen = metrics(cluster, b)
+        for name in ("produce_append", "follower_fetch", "follower_append", "high_watermark"):
+            assert seen[stage(name)] > 0, (b, name)
+        assert seen[stage("ack_wait")] > 0
     # Any single surviving replica has everything acknowledged: stop two brokers hard.
     survivor = leader(cluster, "r3", 0)
     for b in range(3):

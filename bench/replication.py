@@ -1,0 +1,165 @@
+"""Replication latency: what RF=3 costs beside RF=1, and where its milliseconds go.
+
+One `samsa local up --brokers 3` cluster. End-to-end latency (librdkafka, 100 B records, 6
+partitions, linger.ms=1) at 10,000 msg/s of RF=1 acks=1 (the baseline), RF=3 acks=1 and RF=3
+acks=all, then RF=3 acks=all at half of its peak measured in the same run. Beside each, the
+replication stages (``samsa.replica.stages``) from the brokers' /metrics: the histograms'
+growth over that run, summed over the three brokers, read as percentiles the way Prometheus's
+histogram_quantile reads them (bucket bounds interpolated, so they are coarse).
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from pathlib import Path
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from bench.samsa_system import SamsaCluster, create_topic
+from bench.system import System
+from bench.table import Row
+from bench.workloads import PARTITIONS, measure_latency, measure_throughput
+from samsa.replica.stages import STAGES
+
+SIZE = 100
+RATE = 10_000
+STAGE_METRIC = "kafka_server_replication_stage_time_seconds"
+
+Buckets = dict[str, dict[float, float]]  # stage -> upper bound -> cumulative count
+
+
+def _http_ports(data_dir: Path) -> list[int]:
+    state = json.loads((data_dir / "cluster.json").read_text())
+    return [int(b["http_port"]) for b in state["brokers"]]
+
+
+def scrape(ports: list[int]) -> Buckets:
+    """The stage histograms' cumulative buckets, summed over brokers."""
+    out: Buckets = {}
+    for port in ports:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+            text = r.read().decode()
+        for family in text_string_to_metric_families(text):
+            if family.name != STAGE_METRIC:
+                continue
+            for sample in family.samples:
+                if sample.name.endswith("_bucket"):
+                    per = out.setdefault(sample.labels["stage"], {})
+                    le = float(sample.labels["le"])
+                    per[le] = per.get(le, 0.0) + sample.value
+    return out
+
+
+def quantile(buckets: dict[float, float], q: float) -> float | None:
+    """histogram_quantile over cumulative buckets: linear within the bucket holding q."""
+    bounds = sorted(buckets)
+    if not bounds or buckets[bounds[-1]] <= 0:
+        return None
+    rank = q * buckets[bounds[-1]]
+    lower, below = 0.0, 0.0
+    for le in bounds:
+        count = buckets[le]
+        if count >= rank:
+            if le == float("inf"):
+                return lower
+            inside = count - below
+            return lower + (le - lower) * ((rank - below) / inside if inside else 1.0)
+        lower, below = le, count
+    return lower
+
+
+def growth(before: Buckets, after: Buckets) -> Buckets:
+    return {
+        stage: {le: n - before.get(stage, {}).get(le, 0.0) for le, n in per.items()}
+        for stage, per in after.items()
+    }
+
+
+def _run_case(
+    system: System,
+    ports: list[int],
+    label: str,
+    topic: str,
+    rate: float,
+    seconds: float,
+    acks: str,
+) -> list[Row]:
+    before = scrape(ports)
+    values, _ = measure_latency(system, topic, SIZE, rate, seconds, create=False, acks=acks)
+    stages = growth(before, scrape(ports))
+    rows = [
+        Row(
+            f"e2e {label}",
+            "samsa, 3 brokers",
+            SIZE,
+            msgs_per_s=values["rate"],
+            p50_ms=values["p50_ms"],
+            p99_ms=values["p99_ms"],
+            p999_ms=values["p999_ms"],
+            note=f"target {rate:,.0f}/s; received {values['received']}; max {_ms_text(values)}",
+        )
+    ]
+    for stage in STAGES:
+        per = stages.get(stage)
+        count = per.get(float("inf"), 0.0) if per else 0.0
+        if not count:
+            continue
+        assert per is not None
+        rows.append(
+            Row(
+                f"  stage {stage}",
+                label,
+                p50_ms=_ms(quantile(per, 0.5)),
+                p99_ms=_ms(quantile(per, 0.99)),
+                p999_ms=_ms(quantile(per, 0.999)),
+                note=f"{count:,.0f} timed",
+            )
+        )
+    return rows
+
+
+def run(quick: bool = False) -> list[Row]:
+    seconds = 5.0 if quick else 15.0
+    peak_count = 200_000 if quick else 1_000_000
+    rows: list[Row] = []
+    with SamsaCluster() as system:
+        ports = _http_ports(system.workdir / "data")
+        endpoint = system.endpoint
+        create_topic(endpoint, "lat-rf1", PARTITIONS, 1, {})
+        create_topic(endpoint, "lat-rf3-acks1", PARTITIONS, 3, {"min.insync.replicas": "2"})
+        create_topic(endpoint, "lat-rf3", PARTITIONS, 3, {"min.insync.replicas": "2"})
+        create_topic(endpoint, "lat-rf3-half", PARTITIONS, 3, {"min.insync.replicas": "2"})
+        create_topic(endpoint, "peak-rf3", PARTITIONS, 3, {"min.insync.replicas": "2"})
+        cases = [
+            ("RF=1 acks=1", "lat-rf1", "1"),
+            ("RF=3 acks=1", "lat-rf3-acks1", "1"),
+            ("RF=3 acks=all", "lat-rf3", "all"),
+        ]
+        for label, topic, acks in cases:
+            rows += _run_case(system, ports, label, topic, RATE, seconds, acks)
+        peak = measure_throughput(system, "produce", "peak-rf3", SIZE, peak_count, acks="all")
+        rate = (peak["msgs_per_s"] or 2 * RATE) / 2
+        rows.append(
+            Row(
+                "peak produce RF=3 acks=all",
+                "samsa, 3 brokers",
+                SIZE,
+                msgs_per_s=peak["msgs_per_s"],
+                mb_per_s=peak["mb_per_s"],
+                cpu_ms_per_mb=peak["server_cpu_ms_per_mb"],
+            )
+        )
+        rows += _run_case(
+            system, ports, "RF=3 acks=all, half peak", "lat-rf3-half", rate, seconds, "all"
+        )
+    return rows
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else seconds * 1000
+
+
+def _ms_text(values: dict) -> str:
+    top = values.get("max_ms")
+    return "-" if top is None else f"{top:.1f} ms"
