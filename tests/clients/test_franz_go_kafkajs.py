@@ -21,11 +21,11 @@ from pathlib import Path
 from typing import IO, Any
 
 import pytest
-from clients_support import stored_batches
 from kafka_support import Wire, wait_until
 from kio.schema.create_partitions.v1.request import CreatePartitionsRequest, CreatePartitionsTopic
 from kio.schema.create_topics.v3.request import CreatableTopic, CreateTopicsRequest
 from kio.schema.metadata.v6.request import MetadataRequest, MetadataRequestTopic
+from matrix_support import stored_batches
 
 from samsa.dev import programs
 from samsa.local.cluster import LocalCluster

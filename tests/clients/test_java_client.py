@@ -12,9 +12,9 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from clients_support import stored_batches
 from java_support import java_client
 from kafka_support import wait_until
+from matrix_support import stored_batches
 
 from samsa.local.cluster import LocalCluster
 
