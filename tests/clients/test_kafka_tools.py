@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -296,3 +297,18 @@ def test_producer_and_consumer_perf_tests(tool: Tool, topic: str) -> None:
     names, values = header.split(","), row.split(",")
     fields = {n.strip(): v.strip() for n, v in zip(names, values, strict=True)}
     assert int(fields["data.consumed.in.nMsg"]) == 20000, fields
+
+
+def test_tools_for_what_samsa_lacks_fail_at_once_naming_the_missing_api(tool: Tool) -> None:
+    """ACLs, transactions and client quotas are not served (docs/protocol.md): their tools
+    fail at once, with Kafka's UnsupportedVersionException naming the API, and nothing hangs."""
+    for args, api in [
+        (("kafka-acls", "--list"), "DESCRIBE_ACLS"),
+        (("kafka-transactions", "list"), "LIST_TRANSACTIONS"),
+        (("kafka-configs", "--entity-type", "clients", "--describe"), "DESCRIBE_CLIENT_QUOTAS"),
+    ]:
+        began = time.monotonic()
+        done = tool(*args)
+        assert done.returncode == 1, (args, done.stdout, done.stderr)
+        assert f"does not support {api}" in done.stdout + done.stderr, (args, done)
+        assert time.monotonic() - began < 15, f"{args[0]} took {time.monotonic() - began:.0f} s"
