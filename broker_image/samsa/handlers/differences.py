@@ -130,6 +130,17 @@ DIFFERENCES: tuple[Difference, ...] = (
         ),
     ),
     Difference(
+        api="DescribeClientQuotas, AlterClientQuotas, ApiVersions, UpdateFeatures",
+        what="No client quotas, and no feature flags.",
+        why=(
+            "Quotas are not enforced and their APIs are not advertised, so `kafka-configs "
+            "--entity-type clients` or `users` fails at once with UnsupportedVersionException "
+            "naming DESCRIBE_CLIENT_QUOTAS. ApiVersions lists no supported or finalized "
+            "features, so `kafka-features describe` prints nothing (KRaft Kafka lists "
+            "`metadata.version` and the other features)."
+        ),
+    ),
+    Difference(
         api="JoinGroup",
         what="A group whose metadata cannot be stored is not formed.",
         why=(
