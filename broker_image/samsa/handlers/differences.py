@@ -133,7 +133,7 @@ DIFFERENCES: tuple[Difference, ...] = (
         api="DescribeClientQuotas, AlterClientQuotas, ApiVersions, UpdateFeatures",
         what="No client quotas, and no feature flags.",
         why=(
-            "Quotas are not enforced and their APIs are not advertised, so `kafka-configs "
+            "Client quotas are not enforced and their APIs are not advertised, so `kafka-configs "
             "--entity-type clients` or `users` fails at once with UnsupportedVersionException "
             "naming DESCRIBE_CLIENT_QUOTAS. ApiVersions lists no supported or finalized "
             "features, so `kafka-features describe` prints nothing (KRaft Kafka lists "
