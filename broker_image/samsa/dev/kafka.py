@@ -182,10 +182,7 @@ def compiled(source: Path, jar_sets: tuple[str, ...] = (JAR_SET,)) -> Path:
         os.replace(staging, target)
     except OSError:  # another process compiled the same source meanwhile
         shutil.rmtree(staging, ignore_errors=True)
-    # Classes of earlier versions of the source are of no more use.
-    for old in target.parent.glob(f"{source.stem}-*"):
-        if old != target and len(old.name) == len(target.name):
-            shutil.rmtree(old, ignore_errors=True)
+    # Other versions are kept (a few kilobytes each): another checkout may be running one.
     return target
 
 

@@ -113,7 +113,7 @@ DIFFERENCES: tuple[Difference, ...] = (
         ),
     ),
     Difference(
-        api="DescribeLogDirs, AlterReplicaLogDirs",
+        api="AlterReplicaLogDirs",
         what="Log directories.",
         why=(
             "One data directory per broker; `log.dirs` with several is not offered, so "
@@ -127,6 +127,17 @@ DIFFERENCES: tuple[Difference, ...] = (
         why=(
             'SASL and TLS are not offered; authorized-operations fields are answered with "not '
             'provided" (-2147483648).'
+        ),
+    ),
+    Difference(
+        api="DescribeClientQuotas, AlterClientQuotas, ApiVersions, UpdateFeatures",
+        what="No client quotas, and no feature flags.",
+        why=(
+            "Client quotas are not enforced and their APIs are not advertised, so `kafka-configs "
+            "--entity-type clients` or `users` fails at once with UnsupportedVersionException "
+            "naming DESCRIBE_CLIENT_QUOTAS. ApiVersions lists no supported or finalized "
+            "features, so `kafka-features describe` prints nothing (KRaft Kafka lists "
+            "`metadata.version` and the other features)."
         ),
     ),
     Difference(

@@ -7,7 +7,9 @@
 // it first passes to Kafka's Exit.exit (0 when main returns), and its output is what it prints
 // to System.out, System.err and its log (a console logger following System.err) until then:
 // what a tool would do after exiting (a finally block calling Exit.exit inside a catch of
-// Throwable) is not heard. An empty line or the end of stdin ends the shell.
+// Throwable) is not heard. An empty line or the end of stdin ends the shell. Tools that call
+// System.exit themselves (kafka-cluster, the verifiable producer and consumer) end the shell
+// too: run those as processes of their own.
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
@@ -61,8 +63,10 @@ public class ToolShell {
         PrintStream stderr = System.err;
         Exit.setExitProcedure((status, message) -> exit(status));
         Exit.setHaltProcedure((status, message) -> exit(status));
-        // A tool's shutdown hooks (a console consumer's wakeup) belong to a process of its own.
-        Exit.setShutdownHookAdder((name, hook) -> {});
+        // A tool's shutdown hooks (the console producer's close, which sends what it has
+        // buffered) run when it is done, as at the exit of a process of its own.
+        List<Thread> hooks = new ArrayList<>();
+        Exit.setShutdownHookAdder((name, hook) -> hooks.add(new Thread(hook, name)));
         BufferedReader requests = new BufferedReader(new InputStreamReader(stdin, StandardCharsets.UTF_8));
         String line;
         while ((line = requests.readLine()) != null && !line.isBlank()) {
@@ -73,15 +77,26 @@ public class ToolShell {
             byte[] in = input.isTextual() ? input.asText().getBytes(StandardCharsets.UTF_8) : new byte[0];
             ByteArrayOutputStream out = new ByteArrayOutputStream();
             ByteArrayOutputStream err = new ByteArrayOutputStream();
+            PrintStream toolOut = new PrintStream(out, true, StandardCharsets.UTF_8);
+            PrintStream toolErr = new PrintStream(err, true, StandardCharsets.UTF_8);
             int status;
             exited = null;
+            hooks.clear();
             System.setIn(new ByteArrayInputStream(in));
-            System.setOut(new PrintStream(out, true, StandardCharsets.UTF_8));
-            System.setErr(new PrintStream(err, true, StandardCharsets.UTF_8));
+            System.setOut(toolOut);
+            System.setErr(toolErr);
             try {
                 status = run(request.path("tool").asText(), args.toArray(new String[0]));
                 if (exited != null) {
                     status = exited;
+                }
+                System.setOut(toolOut);
+                System.setErr(toolErr);
+                for (Thread hook : hooks) {
+                    hook.start();
+                }
+                for (Thread hook : hooks) {
+                    hook.join(60_000);
                 }
             } finally {
                 System.out.flush();
