@@ -33,6 +33,8 @@ from samsa.replica.fetcher import FetcherConfig, ReplicaFetcherManager
 
 log = logging.getLogger(__name__)
 
+CONTROLLER_MOVE_CHECK_S = 0.1
+
 
 class ClusterMembership:
     def __init__(self, config: KafkaConfig, broker: BrokerInfo, inter_broker: str) -> None:
@@ -117,13 +119,28 @@ class ClusterMembership:
         controller_id = self.cache.controller_id
         if controller_id < 0:
             raise ConnectionError("no controller is known yet")
-        response = await self.controller_pool.request(
-            controller_id,
-            ALTER_PARTITION,
-            ALTER_PARTITION_VERSION,
-            request,
-            self.config["controller.socket.timeout.ms"] / 1000,
+        in_flight = asyncio.ensure_future(
+            self.controller_pool.request(
+                controller_id,
+                ALTER_PARTITION,
+                ALTER_PARTITION_VERSION,
+                request,
+                self.config["controller.socket.timeout.ms"] / 1000,
+            )
         )
+        # A controller that stops answering (paused, partitioned) would hold the ISR change
+        # for the whole socket timeout, 30 s; as Kafka's broker-to-controller channel does, the
+        # request is given up as soon as the metadata names another controller, and resent.
+        while not in_flight.done():
+            await asyncio.wait({in_flight}, timeout=CONTROLLER_MOVE_CHECK_S)
+            if not in_flight.done() and self.cache.controller_id != controller_id:
+                in_flight.cancel()
+                self.controller_pool.drop(controller_id)
+                raise ConnectionError(
+                    f"the controller moved from broker {controller_id} to "
+                    f"{self.cache.controller_id} while AlterPartition was in flight"
+                )
+        response = in_flight.result()
         if response.error_code == ErrorCode.not_controller:
             raise ConnectionError(f"broker {controller_id} is no longer the controller")
         return response
