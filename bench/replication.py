@@ -1,8 +1,9 @@
 """Replication latency: what RF=3 costs beside RF=1, and where its milliseconds go.
 
-One `samsa local up --brokers 3` cluster, warmed up (see run). End-to-end latency (librdkafka, 100 B records, 6
-partitions, linger.ms=1) at 10,000 msg/s of RF=1 acks=1 (the baseline), RF=3 acks=1 and RF=3
-acks=all, then RF=3 acks=all at half of its peak measured in the same run. Beside each, the
+One `samsa local up --brokers 3` cluster, warmed up (see run). End-to-end latency
+(librdkafka, 100 B records, 6 partitions, linger.ms=1) at 10,000 msg/s of RF=1 acks=1 (the
+baseline), RF=3 acks=1 and RF=3 acks=all, then RF=3 acks=all at half of its peak measured in
+the same run. Beside each, the
 replication stages (``samsa.replica.stages``) from the brokers' /metrics: the histograms'
 growth over that run, summed over the three brokers, read as percentiles the way Prometheus's
 histogram_quantile reads them (bucket bounds interpolated, so they are coarse). The brokers'
