@@ -36,7 +36,8 @@ COMPONENTS: dict[str, tuple[str, Callable[[bool], list[Row]]]] = {
     ),
     "groups": ("Consumer groups: 3 librdkafka members, 6 partitions, 100 B records", groups.run),
     "cleaner": (
-        "Log cleaner: one log, cleaned on the event loop; p50-p99.9 = loop lag meanwhile",
+        "Log cleaner: one log, cleaned in the cleaner's thread and on the event loop; "
+        "p50-p99.9 = loop lag meanwhile",
         cleaner.run,
     ),
     "failover": (

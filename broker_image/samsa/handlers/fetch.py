@@ -106,7 +106,9 @@ async def _long_poll(
     manager = services.replica_manager
     while True:
         remaining = deadline - loop.time()
-        woken = await manager.wait_for_data(tps, remaining) if remaining > 0 else None
+        woken = (
+            await manager.wait_for_data(tps, remaining, replica_id >= 0) if remaining > 0 else None
+        )
         responses, total = manager.read(reads, max_bytes, isolation, replica_id)
         if woken is None or total >= min_bytes or any(r.error_code for r in responses):
             answer = _encode(services, ctx, order, responses)

@@ -91,6 +91,8 @@ class Log:
         # Idempotent producers: checked before leader appends, snapshotted with segments.
         self.producer_state = ProducerStateManager(dir, f"{self.topic}-{self.partition}")
         self.append_listener: AppendListener | None = None
+        # Told the offset the log was cut back to (the log manager tells the cleaner).
+        self.truncation_listener: Callable[[Log, int], None] | None = None
 
     @classmethod
     def open(
@@ -475,6 +477,8 @@ class Log:
         self.leader_epoch_cache.truncate_from_end(offset)
         self.leader_epoch_cache.flush()
         self.producer_state.truncate_to(offset, self._log_start_offset, self.batch_headers)
+        if self.truncation_listener is not None:
+            self.truncation_listener(self, offset)
         return True
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
@@ -491,6 +495,8 @@ class Log:
         self.leader_epoch_cache.clear()
         self.leader_epoch_cache.flush()
         self.producer_state.truncate_fully(offset)
+        if self.truncation_listener is not None:
+            self.truncation_listener(self, offset)
 
     def maybe_increment_log_start_offset(self, offset: int) -> bool:
         """Move the log start offset up (DeleteRecords); segments below it go at the next

@@ -54,6 +54,9 @@ class LogManager:
         self._recovery_points = OffsetCheckpointFile(log_dir / RECOVERY_POINT_CHECKPOINT)
         self._log_starts = OffsetCheckpointFile(log_dir / LOG_START_OFFSET_CHECKPOINT)
         self._high_watermarks = OffsetCheckpointFile(log_dir / REPLICATION_OFFSET_CHECKPOINT)
+        # (topic, partition, offset) after any log is truncated: the cleaner rewinds its
+        # checkpoint (Kafka's LogManager.truncateTo does the same).
+        self.truncation_listeners: list[Callable[[str, int, int], None]] = []
         log_dir.mkdir(parents=True, exist_ok=True)
 
     @property
@@ -93,6 +96,7 @@ class LogManager:
                 now_ms=self._now_ms,
                 clean_shutdown=clean,
             )
+            plog.truncation_listener = self._truncated
             self._logs[key] = plog
         if marker.exists():
             # From here on, a crash must lead to recovery.
@@ -130,9 +134,14 @@ class LogManager:
             self._topic_configs[topic] = config
         config = self._topic_configs.get(topic, self.default_config)
         plog = Log.open(self._log_dir / f"{topic}-{partition}", config, now_ms=self._now_ms)
+        plog.truncation_listener = self._truncated
         fsync_dir(self._log_dir)
         self._logs[(topic, partition)] = plog
         return plog
+
+    def _truncated(self, plog: Log, offset: int) -> None:
+        for listener in self.truncation_listeners:
+            listener(plog.topic, plog.partition, offset)
 
     def delete_log(self, topic: str, partition: int) -> bool:
         """Close the log and remove its directory (renamed to `...-delete` first, so a

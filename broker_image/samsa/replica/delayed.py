@@ -1,4 +1,11 @@
-"""Delayed operations: fetches parked until data arrives or their wait runs out."""
+"""Delayed operations: fetches parked until data arrives or their wait runs out.
+
+Followers read to the log end and consumers only below the high watermark, so a follower's
+parked fetch wakes when its partition is appended to, and a consumer's when the high watermark
+moves (as Kafka's DelayedFetch completes on the bytes each can read): an append alone would
+wake consumers of a replicated partition to find nothing yet, and the high watermark's every
+step would wake followers that already have those records.
+"""
 
 from __future__ import annotations
 
@@ -9,54 +16,82 @@ from time import perf_counter
 
 from samsa.metadata.model import TopicPartition
 
+Waiters = dict[TopicPartition, list[asyncio.Future[float]]]
+
+
+def _wake(waiters: Waiters, tp: TopicPartition) -> None:
+    parked = waiters.pop(tp, None)
+    if parked:
+        at = perf_counter()
+        for fut in parked:
+            if not fut.done():
+                fut.set_result(at)
+
 
 class DataWaiters:
-    """Futures keyed by partition, completed (with the time) when that partition's log grows
-    or its high watermark moves.
+    """Futures keyed by partition, completed with the time they were woken.
 
     A long-polling fetch registers one future on each partition it reads and waits for the
     first to complete; Kafka's DelayedFetch purgatory keyed the same way.
     """
 
     def __init__(self) -> None:
-        self._waiters: dict[TopicPartition, list[asyncio.Future[float]]] = {}
+        self._followers: Waiters = {}
+        self._consumers: Waiters = {}
 
-    def watch(self, partitions: Iterable[TopicPartition]) -> asyncio.Future[float]:
+    def watch(
+        self, partitions: Iterable[TopicPartition], follower: bool = False
+    ) -> asyncio.Future[float]:
         fut: asyncio.Future[float] = asyncio.get_running_loop().create_future()
+        waiters = self._followers if follower else self._consumers
         for tp in partitions:
-            self._waiters.setdefault(tp, []).append(fut)
+            waiters.setdefault(tp, []).append(fut)
         return fut
 
-    def notify(self, tp: TopicPartition) -> None:
-        waiters = self._waiters.pop(tp, None)
-        if waiters:
-            at = perf_counter()
-            for fut in waiters:
-                if not fut.done():
-                    fut.set_result(at)
+    def appended(self, tp: TopicPartition) -> None:
+        """The leader's log grew: followers may read more."""
+        _wake(self._followers, tp)
 
-    def forget(self, fut: asyncio.Future[float], partitions: Iterable[TopicPartition]) -> None:
+    def committed(self, tp: TopicPartition) -> None:
+        """The high watermark moved: consumers may read more."""
+        _wake(self._consumers, tp)
+
+    def notify(self, tp: TopicPartition) -> None:
+        """Anything changed (leadership, the log cut back or gone): every fetch looks again."""
+        _wake(self._followers, tp)
+        _wake(self._consumers, tp)
+
+    def forget(
+        self,
+        fut: asyncio.Future[float],
+        partitions: Iterable[TopicPartition],
+        follower: bool = False,
+    ) -> None:
+        waiters = self._followers if follower else self._consumers
         for tp in partitions:
-            waiters = self._waiters.get(tp)
-            if waiters is not None:
+            parked = waiters.get(tp)
+            if parked is not None:
                 with contextlib.suppress(ValueError):
-                    waiters.remove(fut)
-                if not waiters:
-                    del self._waiters[tp]
+                    parked.remove(fut)
+                if not parked:
+                    del waiters[tp]
 
     def notify_all(self) -> None:
-        for tp in list(self._waiters):
+        for tp in {*self._followers, *self._consumers}:
             self.notify(tp)
 
-    async def wait(self, partitions: list[TopicPartition], timeout_s: float) -> float | None:
-        """When one of the partitions grew (perf_counter time), or None if none did in time."""
+    async def wait(
+        self, partitions: list[TopicPartition], timeout_s: float, follower: bool = False
+    ) -> float | None:
+        """When one of the partitions had news for this kind of fetch (perf_counter time), or
+        None if none did in time."""
         if timeout_s <= 0:
             return None
-        fut = self.watch(partitions)
+        fut = self.watch(partitions, follower)
         try:
             async with asyncio.timeout(timeout_s):
                 return await asyncio.shield(fut)
         except TimeoutError:
             return None
         finally:
-            self.forget(fut, partitions)
+            self.forget(fut, partitions, follower)

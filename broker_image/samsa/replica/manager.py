@@ -137,7 +137,7 @@ class ReplicaManager:
                 topic_id,
                 plog,
                 self.broker_id,
-                self.waiters.notify,
+                self._on_data,
                 self.now_ms,
                 self.alter_isr,
                 self._checkpointed_hw.get((tp.topic, tp.partition)),
@@ -307,6 +307,12 @@ class ReplicaManager:
             {(tp.topic, tp.partition): p.high_watermark for tp, p in self.partitions.items()}
         )
 
+    def _on_data(self, tp: TopicPartition, committed: bool) -> None:
+        if committed:
+            self.waiters.committed(tp)
+        else:
+            self.waiters.appended(tp)
+
     def on_follower_appended(self, partition: Partition, messages: int, size: int) -> None:
         self.on_append(partition.tp, messages, size)
         self.waiters.notify(partition.tp)
@@ -443,9 +449,12 @@ class ReplicaManager:
             total += len(data.records)
         return responses, total
 
-    async def wait_for_data(self, tps: list[TopicPartition], timeout_s: float) -> float | None:
-        """When one of the partitions grew (perf_counter time), or None at the timeout."""
-        return await self.waiters.wait(tps, timeout_s)
+    async def wait_for_data(
+        self, tps: list[TopicPartition], timeout_s: float, follower: bool = False
+    ) -> float | None:
+        """When one of the partitions had news for a follower's fetch (its log grew) or a
+        consumer's (its high watermark moved), as perf_counter time; None at the timeout."""
+        return await self.waiters.wait(tps, timeout_s, follower)
 
     # DeleteRecords
 

@@ -89,7 +89,7 @@ class Partition:
         topic_id: uuid.UUID,
         log: Log,
         broker_id: int,
-        on_data: Callable[[TopicPartition], None],
+        on_data: Callable[[TopicPartition, bool], None],
         now_ms: Callable[[], int],
         alter_isr: AlterIsr | None = None,
         high_watermark: int | None = None,
@@ -208,8 +208,8 @@ class Partition:
         info = self.log.append_as_leader(records, self.leader_epoch, headers)
         if self.stages.sink is not None:
             self.appended.appended(info.last_offset + 1, perf_counter())
+        self._on_data(self.tp, False)  # followers may fetch it
         self._maybe_advance_high_watermark()
-        self._on_data(self.tp)
         return info
 
     def wait_for_high_watermark(self, offset: int) -> asyncio.Future[int]:
@@ -378,7 +378,7 @@ class Partition:
                 self.appended.committed(hw, self.stages, perf_counter())
             self._complete_waiters()
             # Consumers parked on this partition may now read what just became committed.
-            self._on_data(self.tp)
+            self._on_data(self.tp, True)
             return True
         if self.high_watermark > self.log.log_end_offset:
             self.high_watermark = self.log.log_end_offset

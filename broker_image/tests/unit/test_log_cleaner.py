@@ -255,8 +255,13 @@ def test_a_truncation_under_the_cleaner_stops_the_clean(tmp_path: Path, phase: i
         put(plog, b"k%d" % (i % 3), b"v%d" % i)
     plog.roll()
     steps = cleaner.clean_filthiest_log_steps()
-    for _ in range(phase):
-        steps.send(None)
+    # Drive it as the broker does (each step's work done) until its `phase`-th batch.
+    pauses = 0
+    reply = None
+    while pauses < phase:
+        step = steps.send(reply)
+        reply = step.fn() if step is not None else False
+        pauses += step is None
     stats = cleaner.cleaner.current
     assert stats is not None and (stats.bytes_read > 0) == (phase > 1)
     # A follower truncates into the cleanable range, then takes new records at those
@@ -274,6 +279,27 @@ def test_a_truncation_under_the_cleaner_stops_the_clean(tmp_path: Path, phase: i
     assert not list(plog.dir.glob("*.cleaned"))
     assert cleaner.clean_filthiest_log_now()
     assert view(read_all(plog)) == view(expected)
+
+
+def test_a_truncation_rewinds_the_cleaner_checkpoint(tmp_path: Path) -> None:
+    clock = Clock()
+    _, plog, cleaner = compacted_log(tmp_path, clock, with_config(segment_bytes=2048))
+    put(plog, b"rare", b"old")
+    for i in range(299):
+        put(plog, b"k%d" % (i % 3), b"v%d" % i)
+    plog.roll()
+    assert cleaner.clean_filthiest_log_now()
+    checkpoint = tmp_path / CLEANER_OFFSET_CHECKPOINT
+    assert checkpoint.read_text().split()[-3:] == ["t", "0", "300"]
+    # A follower's truncation below the checkpoint: what it writes there again is dirty.
+    plog.truncate_to(250)
+    assert checkpoint.read_text().split()[-3:] == ["t", "0", "250"]
+    put(plog, b"rare", b"new")  # offset 250, below the old checkpoint
+    for i in range(300):
+        put(plog, b"k%d" % (i % 3), b"again-%d" % i)
+    plog.roll()
+    assert cleaner.clean_filthiest_log_now()
+    assert [r.value for r in read_all(plog) if r.key == b"rare"] == [b"new"]
 
 
 def test_abort_and_pause(tmp_path: Path) -> None:

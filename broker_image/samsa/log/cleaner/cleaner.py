@@ -13,10 +13,12 @@ Tombstones follow KIP-534: the first clean that keeps a tombstone stamps its bat
 delete horizon (now + delete.retention.ms); a clean after the horizon drops it.  Control
 batches are kept as they are (this broker has no transactions to clean up after).
 
-`clean` yields None between batches, and Offload(fn) for blocking work (the fsync of a
-cleaned segment) that the caller may run in a thread; the caller sends back True when it
-let other work run (after which the cleaner checks that its log and segments are still
-there), and the Offload's result.  The swap itself is one synchronous step.
+`clean` yields None between batches, Offload(fn) for blocking work (the fsync of a cleaned
+segment) that the caller may run in a thread, and OnLoop(fn) for what must run where the log
+is owned, the event loop: the last check and the swap, as one step, and reading producer
+state.  The caller sends back True when it let other work run (after which the cleaner checks
+that its log and segments are still there), a step's result, or throws its exception in.  So
+the generator may run on the loop in slices, or in a thread of its own.
 """
 
 from __future__ import annotations
@@ -55,7 +57,14 @@ class Offload(NamedTuple):
     fn: Callable[[], object]
 
 
-Step = Offload | None
+class OnLoop(NamedTuple):
+    """Work on the live log that the driver must run on the event loop; its result is sent
+    back (or its exception thrown in)."""
+
+    fn: Callable[[], object]
+
+
+Step = Offload | OnLoop | None
 # Sent back into the generator: after a None step, whether other work ran meanwhile.
 Steps = Generator[Step, Any, Any]
 # Raises LogCleaningAbortedError if cleaning must stop (aborted, log deleted).
@@ -156,7 +165,8 @@ class _ProducerLastOffsets:
 
     def load(self, check: CheckSegments) -> Steps:
         if self._provider is not None:
-            self.offsets = self._provider(self._log)
+            provider, log_ = self._provider, self._log
+            self.offsets = yield OnLoop(lambda: provider(log_))
             return
         last: dict[int, int] = {}
         for segment in self._log.segments:
@@ -225,13 +235,19 @@ class Cleaner:
         self.now_ms = now_ms
         self.crash_hook = crash_hook
         self.current: CleanerStats | None = None
+        self._unchanged: _Unchanged | None = None
+
+    def check_unchanged(self) -> None:
+        """LogCleaningAbortedError if the log of the latest clean changed under it."""
+        if self._unchanged is not None:
+            self._unchanged(())
 
     def clean(self, to_clean: LogToClean, check_done: CheckDone) -> Steps:
         """Clean the log; returns (the first offset not cleaned, CleanerStats)."""
         plog = to_clean.log
         now = self.now_ms()
         stats = self.current = CleanerStats()
-        check = _Unchanged(plog, to_clean.first_uncleanable_offset, check_done)
+        check = self._unchanged = _Unchanged(plog, to_clean.first_uncleanable_offset, check_done)
         yield from self._build_offset_map(
             plog, to_clean.first_dirty_offset, to_clean.first_uncleanable_offset, stats, check
         )
@@ -332,8 +348,12 @@ class Cleaner:
             os.utime(cleaned.log_path, ns=(mtime, mtime))
             self.crash_hook("cleaned")
             yield Offload(cleaned.flush)
-            round_.check(group)
-            swap_in(plog, cleaned, group, self.crash_hook)
+
+            def commit() -> None:
+                round_.check(group)
+                swap_in(plog, cleaned, group, self.crash_hook)
+
+            yield OnLoop(commit)
         except BaseException:
             discard_cleaned(cleaned)
             raise

@@ -1,15 +1,18 @@
 """LogCleaner: the broker's background compaction of logs with cleanup.policy=compact.
 
-Kafka's LogCleaner runs cleaner threads.  Here cleaning runs on the broker's event loop in
-slices: the Cleaner is a generator that stops after every batch, and the driver lets the
-loop serve requests whenever a slice has run for `slice_ms`.  A worker thread was the other
-choice, and a worse one: cleaning is CPU-bound Python, so a thread would hold the GIL and,
-worse, make every socket call of the loop thread wait for the interpreter's 5 ms switch
-interval, multiplying request latency, while gaining no parallelism.  Slices bound the
-stall a request can see to about one slice (one batch at most), keep cleaning from racing
-appends, retention or deletion (each resumed slice first checks that the log and its
-segments are still there), and make the swap one synchronous step.  Only the fsync of a
-cleaned segment, which releases the GIL, runs in a thread.
+Kafka's LogCleaner runs cleaner threads, and so does this one: the Cleaner is a generator
+that stops after every batch, and a worker thread drives it, letting go of the GIL with
+`time.sleep(0)` whenever it has held it for `slice_ms`, so that the event loop waits at most
+about that long (the interpreter's own switch interval is 5 ms).  The clean reads inactive
+segments and writes a new `.cleaned` one, which nothing else touches; whatever acts on the
+live log runs on the loop, handed there by the generator as OnLoop steps: reading producer
+state, and the last check (the log and the segments being replaced are still as they were)
+together with the swap, so that the loop only hears that a clean has finished.  Checks in
+the thread between slices stop a clean early when the log was aborted, deleted or truncated;
+a read that fails because a segment went meanwhile is an aborted clean, not a failed one.
+
+With `threaded=False` the same generator runs on the loop in slices instead (the benchmark's
+baseline): loop lag is then every slice's length.
 
 After each log is cleaned its first dirty offset goes into `cleaner-offset-checkpoint`.
 When no log needs cleaning the cleaner sleeps log.cleaner.backoff.ms.
@@ -23,10 +26,12 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import functools
 import logging
 import math
 import os
 import signal
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -37,7 +42,8 @@ from samsa.log.cleaner.cleaner import (
     Cleaner,
     CleanerStats,
     LogCleaningAbortedError,
-    Offload,
+    OnLoop,
+    Step,
     Steps,
 )
 from samsa.log.cleaner.manager import LogCleanerManager, LogToClean, StableOffset
@@ -45,6 +51,7 @@ from samsa.log.cleaner.offset_map import OffsetMap
 from samsa.log.log import wall_clock_ms
 from samsa.log.manager import LogManager
 from samsa.log.swap import CrashHook
+from samsa.protocol.records import CorruptRecordError
 
 log = logging.getLogger(__name__)
 
@@ -80,8 +87,10 @@ class CleanerConfig:
     io_buffer_load_factor: float = 0.9
     io_buffer_size: int = 512 * 1024
     max_io_bytes_per_second: float = math.inf
-    # Not a Kafka setting: how long cleaning may hold the event loop at a time.
-    slice_ms: float = 5.0
+    # Not Kafka settings: clean in a thread (else on the loop, in slices), and how long
+    # cleaning may hold the GIL (or the loop) at a time.
+    threaded: bool = True
+    slice_ms: float = 1.0
 
     @classmethod
     def from_properties(cls, values: Mapping[str, Any]) -> CleanerConfig:
@@ -139,6 +148,9 @@ class LogCleaner:
         self._task: asyncio.Task[None] | None = None
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         self._wake = asyncio.Event()
+        # Set on shutdown: a clean in the thread stops at its next slice.
+        self._stopping = threading.Event()
+        log_manager.truncation_listeners.append(self._on_truncated)
 
     # -- hooks for the layers above (truncation, partition moves) ---------------------------
 
@@ -151,6 +163,13 @@ class LogCleaner:
     def maybe_truncate_checkpoint(self, topic: str, partition: int, offset: int) -> None:
         self.manager.maybe_truncate_checkpoint((topic, partition), offset)
 
+    def _on_truncated(self, topic: str, partition: int, offset: int) -> None:
+        """A log was cut back to `offset` (a follower's truncation): a clean of it stops
+        before it swaps anything more in, and nothing from `offset` on counts as clean."""
+        self.abort_and_pause(topic, partition)
+        self.maybe_truncate_checkpoint(topic, partition, offset)
+        self.resume(topic, partition)
+
     # -- one clean ---------------------------------------------------------------------------
 
     def clean_filthiest_log_steps(self) -> Steps:
@@ -161,22 +180,35 @@ class LogCleaner:
         return (yield from self._clean_steps(to_clean))
 
     def _clean_steps(self, to_clean: LogToClean) -> Steps:
-        tp = to_clean.tp
-        end_offset: int | None = None
         try:
-            end_offset, stats = yield from self.cleaner.clean(to_clean, self._checker(to_clean))
-        except LogCleaningAbortedError as exc:
+            result = yield from self.cleaner.clean(to_clean, self._checker(to_clean))
+        except Exception as exc:
+            return self._finish(to_clean, None, exc)
+        return self._finish(to_clean, result, None)
+
+    def _finish(
+        self, to_clean: LogToClean, result: tuple[int, CleanerStats] | None, error: Exception | None
+    ) -> bool:
+        """The manager's bookkeeping after a clean (on the loop): True if it was cleaned."""
+        tp = to_clean.tp
+        if isinstance(error, (OSError, ValueError, CorruptRecordError)):
+            # A segment deleted or truncated under a clean in the thread fails its reads.
+            try:
+                self.cleaner.check_unchanged()
+            except LogCleaningAbortedError as changed:
+                error = changed
+        self.manager.done_cleaning(tp, result[0] if result is not None else None)
+        if isinstance(error, LogCleaningAbortedError):
             self.totals.aborted += 1
-            log.info("cleaning of %s-%d aborted: %s", tp[0], tp[1], exc)
+            log.info("cleaning of %s-%d aborted: %s", tp[0], tp[1], error)
             return False
-        except Exception:
+        if error is not None:
             self.totals.failed += 1
             self.manager.mark_uncleanable(tp)
-            log.exception("cleaning %s-%d failed; it will not be cleaned again", *tp)
+            log.error("cleaning %s-%d failed; it will not be cleaned again", *tp, exc_info=error)
             return False
-        finally:
-            self.manager.done_cleaning(tp, end_offset)
-        self._record(to_clean, stats)
+        assert result is not None
+        self._record(to_clean, result[1])
         return True
 
     def _checker(self, to_clean: LogToClean) -> Callable[[], None]:
@@ -216,45 +248,96 @@ class LogCleaner:
         return bool(drive_sync(self.clean_filthiest_log_steps()))
 
     async def clean_filthiest_log(self) -> bool:
-        """Clean one log on the running loop, in slices."""
-        return bool(await self._drive(self.clean_filthiest_log_steps()))
-
-    async def _drive(self, steps: Steps) -> Any:
-        slice_s = self.config.slice_ms / 1000
-        rate = self.config.max_io_bytes_per_second
-        started = time.monotonic()
-        slice_start = started
-        reply: Any = None
-        try:
-            while True:
-                try:
-                    step = steps.send(reply)
-                except StopIteration as done:
-                    return done.value
-                if step is None:
-                    now = time.monotonic()
-                    reply = now - slice_start >= slice_s
-                    if reply:
-                        await asyncio.sleep(self._throttle_delay(started, rate))
-                        slice_start = time.monotonic()
-                else:
-                    reply = await self._offload(step)
-                    slice_start = time.monotonic()
-        finally:
-            steps.close()
-
-    def _throttle_delay(self, started: float, rate: float) -> float:
-        """Kafka's log.cleaner.io.max.bytes.per.second: how long to wait to stay under it."""
-        stats = self.cleaner.current
-        if math.isinf(rate) or rate <= 0 or stats is None:
-            return 0.0
-        done = stats.map_bytes_read + stats.bytes_read + stats.bytes_written
-        return max(done / rate - (time.monotonic() - started), 0.0)
-
-    async def _offload(self, step: Offload) -> Any:
+        """Clean one log: in the cleaner's thread, or on the running loop in slices."""
+        if not self.config.threaded:
+            return bool(await self._drive(self.clean_filthiest_log_steps()))
+        to_clean = self.manager.grab_filthiest_compacted_log(self.now_ms())
+        if to_clean is None:
+            return False
+        steps = self.cleaner.clean(to_clean, self._checker(to_clean))
+        loop = asyncio.get_running_loop()
         if self._executor is None:
             self._executor = concurrent.futures.ThreadPoolExecutor(1, "log-cleaner")
-        future = self._executor.submit(step.fn)
+        future = self._executor.submit(self._drive_in_thread, steps, loop)
+        try:
+            result = await asyncio.wrap_future(future)
+        except asyncio.CancelledError:
+            # The thread stops at its next slice; the loop keeps running its OnLoop steps.
+            self._stopping.set()
+            with contextlib.suppress(Exception):
+                await asyncio.wrap_future(future)
+            self.manager.done_cleaning(to_clean.tp, None)
+            raise
+        except Exception as exc:
+            return self._finish(to_clean, None, exc)
+        return self._finish(to_clean, result, None)
+
+    async def _drive(self, steps: Steps) -> Any:
+        """Run a clean to its end on the loop, letting it serve requests between slices."""
+        stepper = self._stepper(steps)
+        with contextlib.closing(steps):
+            while (step := stepper.next()) is not _DONE:
+                if step is None:
+                    if stepper.slice_over():
+                        await asyncio.sleep(stepper.pause_s())
+                elif isinstance(step, OnLoop):
+                    stepper.run(step.fn)
+                else:
+                    try:
+                        stepper.ran(await self._offload(step.fn))
+                    except Exception as exc:
+                        stepper.failed(exc)
+            return stepper.value
+
+    def _drive_in_thread(self, steps: Steps, loop: asyncio.AbstractEventLoop) -> Any:
+        """Run a clean to its end on the cleaner's thread; OnLoop steps go to ``loop``."""
+        stepper = self._stepper(steps)
+        with contextlib.closing(steps):
+            while (step := stepper.next()) is not _DONE:
+                if self._stopping.is_set():
+                    stepper.failed(LogCleaningAbortedError("the broker is shutting down"))
+                elif step is None:
+                    if stepper.slice_over():
+                        # Lets the loop thread take the GIL now rather than at the switch
+                        # interval (and keeps to log.cleaner.io.max.bytes.per.second).
+                        time.sleep(stepper.pause_s())
+                elif isinstance(step, OnLoop):
+                    stepper.run(functools.partial(self._on_loop, step, loop))
+                else:
+                    stepper.run(step.fn)
+            return stepper.value
+
+    def _stepper(self, steps: Steps) -> _Stepper:
+        config = self.config
+        return _Stepper(
+            steps, config.slice_ms, config.max_io_bytes_per_second, lambda: self.cleaner.current
+        )
+
+    def _on_loop(self, step: Step, loop: asyncio.AbstractEventLoop) -> Any:
+        assert step is not None
+        fn = step.fn
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+
+        def run() -> None:
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(fn())
+                except BaseException as exc:
+                    future.set_exception(exc)
+
+        loop.call_soon_threadsafe(run)
+        while True:
+            try:
+                return future.result(timeout=0.1)
+            except concurrent.futures.TimeoutError:
+                # A loop that is shutting down may never run it.
+                if self._stopping.is_set() and future.cancel():
+                    raise LogCleaningAbortedError("the broker is shutting down") from None
+
+    async def _offload(self, fn: Callable[[], object]) -> Any:
+        if self._executor is None:
+            self._executor = concurrent.futures.ThreadPoolExecutor(1, "log-cleaner")
+        future = self._executor.submit(fn)
         try:
             return await asyncio.wrap_future(future)
         except asyncio.CancelledError:
@@ -288,6 +371,9 @@ class LogCleaner:
 
     async def shutdown(self) -> None:
         """Stop cleaning (an unfinished clean leaves nothing behind) and release the thread."""
+        self._stopping.set()
+        with contextlib.suppress(ValueError):
+            self.log_manager.truncation_listeners.remove(self._on_truncated)
         task, self._task = self._task, None
         if task is not None:
             task.cancel()
@@ -298,15 +384,80 @@ class LogCleaner:
             self._executor = None
 
 
+_DONE: Any = object()
+
+
+class _Stepper:
+    """One clean's generator, driven step by step: each step's result (or exception) goes
+    back in, and between batches it says whether the clean has held the loop (or the GIL)
+    for a whole slice."""
+
+    def __init__(
+        self,
+        steps: Steps,
+        slice_ms: float = math.inf,
+        max_bytes_per_second: float = math.inf,
+        stats: Callable[[], CleanerStats | None] = lambda: None,
+    ) -> None:
+        self.steps = steps
+        self.value: Any = None
+        self._reply: Any = None
+        self._error: BaseException | None = None
+        self._slice_s = slice_ms / 1000
+        self._rate = max_bytes_per_second
+        self._stats = stats
+        self._started = self._slice_start = time.monotonic()
+
+    def next(self) -> Step:
+        """The next step, or _DONE once the clean has returned (its result in `value`)."""
+        try:
+            if self._error is None:
+                return self.steps.send(self._reply)
+            return self.steps.throw(self._error)
+        except StopIteration as done:
+            self.value = done.value
+            return _DONE
+        finally:
+            self._reply, self._error = None, None
+
+    def slice_over(self) -> bool:
+        self._reply = time.monotonic() - self._slice_start >= self._slice_s
+        return bool(self._reply)
+
+    def pause_s(self) -> float:
+        """How long to pause: none, or what keeps log.cleaner.io.max.bytes.per.second."""
+        self._slice_start = time.monotonic()
+        stats = self._stats()
+        if math.isinf(self._rate) or self._rate <= 0 or stats is None:
+            return 0.0
+        done = stats.map_bytes_read + stats.bytes_read + stats.bytes_written
+        return max(done / self._rate - (time.monotonic() - self._started), 0.0)
+
+    def run(self, fn: Callable[[], object]) -> None:
+        try:
+            self.ran(fn())
+        except Exception as exc:
+            self.failed(exc)
+
+    def ran(self, result: object) -> None:
+        self._reply = result
+        self._slice_start = time.monotonic()
+
+    def failed(self, error: BaseException) -> None:
+        self._error = error
+        self._slice_start = time.monotonic()
+
+
 def drive_sync(steps: Steps) -> Any:
     """Run a cleaner generator to the end on this thread, nothing interleaved."""
-    reply: Any = None
-    while True:
-        try:
-            step = steps.send(reply)
-        except StopIteration as done:
-            return done.value
-        reply = step.fn() if step is not None else False
+    stepper = _Stepper(steps)
+    with contextlib.closing(steps):
+        while (step := stepper.next()) is not _DONE:
+            if step is None:
+                stepper.slice_over()
+            else:
+                stepper.run(step.fn)
+        return stepper.value
 
 
 __all__ = [
