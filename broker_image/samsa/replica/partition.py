@@ -256,7 +256,7 @@ class Partition:
             )
         if self.log.maybe_increment_log_start_offset(wanted):
             # Wake parked follower fetches, so they learn the new log start offset now.
-            self._on_data(self.tp)
+            self._on_data(self.tp, False)
         return wanted, self.low_watermark()
 
     def low_watermark(self) -> int:
