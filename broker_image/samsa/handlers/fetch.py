@@ -19,7 +19,7 @@ from samsa.protocol.messages import ms
 from samsa.replica import FetchPartitionRequest, FetchPartitionResponse
 
 KEY = 1
-MIN_VERSION, MAX_VERSION = 4, 17
+MIN_VERSION, MAX_VERSION = 4, 18
 FINAL_EPOCH = -1
 ZERO_UUID = uuid.UUID(int=0)
 

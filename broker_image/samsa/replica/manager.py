@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import time
 import uuid
@@ -19,7 +20,9 @@ from samsa.protocol.record_filter import first_keyless_record
 from samsa.protocol.records import (
     BatchHeader,
     CorruptRecordError,
+    InvalidRecordError,
     RecordTooLargeError,
+    scan_batches,
     validate_batches,
 )
 from samsa.replica.delayed import DataWaiters
@@ -34,6 +37,7 @@ EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL_TIMESTAMP = -4
 LATEST_TIERED_TIMESTAMP = -5
+EARLIEST_PENDING_UPLOAD_TIMESTAMP = -6
 
 
 @dataclass(slots=True)
@@ -323,14 +327,22 @@ class ReplicaManager:
         try:
             partition = self.leader_partition(tp)
             if not records:
-                raise KafkaApiError(ErrorCode.corrupt_message, "empty record set")
+                raise KafkaApiError(ErrorCode.invalid_record, "empty record set")
             config = partition.log.config
             try:
+                if len(list(itertools.islice(scan_batches(records), 2))) > 1:
+                    raise KafkaApiError(
+                        ErrorCode.invalid_record,
+                        "Produce requests are only allowed to contain exactly one record batch "
+                        "per partition",
+                    )
                 headers = validate_batches(records, config.max_message_bytes)
                 if config.compact:
                     _require_keys(tp, records, headers)
             except RecordTooLargeError as exc:
                 raise KafkaApiError(ErrorCode.message_too_large, str(exc)) from None
+            except InvalidRecordError as exc:
+                raise KafkaApiError(ErrorCode.invalid_record, str(exc)) from None
             except CorruptRecordError as exc:
                 raise KafkaApiError(ErrorCode.corrupt_message, str(exc)) from None
             info = partition.append_records_to_leader(
@@ -427,7 +439,9 @@ class ReplicaManager:
                     zero_copy=True,
                 )
             except OffsetOutOfRangeError:
+                # Kafka answers an out-of-range fetch with no offsets at all.
                 resp.error_code = ErrorCode.offset_out_of_range.value
+                resp.high_watermark = resp.last_stable_offset = resp.log_start_offset = -1
                 continue
             if budget <= 0 and total > 0:
                 continue
@@ -504,7 +518,8 @@ class ReplicaManager:
             return -1, upper, epoch
         if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
             return -1, plog.log_start_offset, epoch
-        if timestamp == LATEST_TIERED_TIMESTAMP:
+        if timestamp in (LATEST_TIERED_TIMESTAMP, EARLIEST_PENDING_UPLOAD_TIMESTAMP):
+            # No tiered storage: nothing is tiered, or waiting to be.
             return -1, -1, -1
         if timestamp == MAX_TIMESTAMP:
             found = plog.latest_timestamp_offset()

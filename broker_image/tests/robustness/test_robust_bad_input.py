@@ -334,21 +334,28 @@ def _magic(value: int) -> bytes:
     return bytes(data)
 
 
+INVALID_RECORD = 87
+# Each bad batch, and Kafka's answer: CORRUPT_MESSAGE for a batch whose bytes do not check out,
+# INVALID_RECORD where a producer did not send exactly one whole v2 batch.
 CORRUPT = {
-    "bad-crc": _bad_crc,
-    "v1-message-set": _legacy_v1_message_set,
-    "magic-3": lambda: _magic(3),
-    "batch-length-too-long": lambda: _batch_length(+7),
-    "batch-length-too-short": lambda: _batch_length(-7),
-    "batch-length-below-header": lambda: _batch_length(-(len(_batch()) - BATCH_HEADER_SIZE + 40)),
-    "truncated-header": lambda: _batch()[:40],
-    "second-batch-bad": lambda: _batch() + _bad_crc(),
-    "empty": lambda: b"",
+    "bad-crc": (_bad_crc, CORRUPT_MESSAGE),
+    "v1-message-set": (_legacy_v1_message_set, INVALID_RECORD),
+    "magic-3": (lambda: _magic(3), CORRUPT_MESSAGE),
+    "batch-length-too-long": (lambda: _batch_length(+7), INVALID_RECORD),
+    "batch-length-too-short": (lambda: _batch_length(-7), CORRUPT_MESSAGE),
+    "batch-length-below-header": (
+        lambda: _batch_length(-(len(_batch()) - BATCH_HEADER_SIZE + 40)),
+        CORRUPT_MESSAGE,
+    ),
+    "truncated-header": (lambda: _batch()[:40], INVALID_RECORD),
+    "second-batch-bad": (lambda: _batch() + _bad_crc(), INVALID_RECORD),
+    "two-batches": (lambda: _batch() + _batch(), INVALID_RECORD),
+    "empty": (lambda: b"", INVALID_RECORD),
 }
 
 
 @pytest.mark.parametrize("kind", sorted(CORRUPT))
-def test_corrupt_batch_gets_corrupt_message_and_appends_nothing(
+def test_corrupt_batch_gets_kafkas_error_and_appends_nothing(
     broker: InProcessBroker, kind: str
 ) -> None:
     name = unique("corrupt")
@@ -356,8 +363,9 @@ def test_corrupt_batch_gets_corrupt_message_and_appends_nothing(
     produce(broker.bootstrap_servers, name, BEFORE, partition=0)
     produce(broker.bootstrap_servers, name, BEFORE[:3], partition=1)
     with Wire(broker.port) as wire:
-        results = raw_produce(wire, name, {0: CORRUPT[kind](), 1: _batch()})
-        assert results[0].error_code == CORRUPT_MESSAGE, results[0]
+        make, expected = CORRUPT[kind]
+        results = raw_produce(wire, name, {0: make(), 1: _batch()})
+        assert results[0].error_code == expected, results[0]
         assert results[0].base_offset == -1
         # The good partition of the same request is appended as usual.
         assert results[1].error_code == NONE, results[1]
