@@ -27,9 +27,9 @@ DIFFERENCES: tuple[Difference, ...] = (
             "Batches (magic v2 only) are CRC-checked and stored as the producer's bytes; only "
             "the base offset, the partition leader epoch and, for "
             "`message.timestamp.type=LogAppendTime`, the batch's max timestamp are patched. "
-            "Message format v0/v1 is refused with INVALID_RECORD, as Kafka 4 does. The topic config "
-            "`compression.type` accepts only `producer`: a broker that recompressed would have "
-            "to re-encode every batch."
+            "Message format v0/v1 is refused with INVALID_RECORD, as Kafka 4 does. The topic "
+            "config `compression.type` accepts only `producer`: a broker that recompressed "
+            "would have to re-encode every batch."
         ),
     ),
     Difference(
