@@ -18,13 +18,19 @@ import time
 import typing
 import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+import pytest
 from confluent_kafka.admin import AdminClient
 from kafka_support import Wire
 
+from samsa.dev.jars import JarsUnavailable
+from samsa.dev.kafka import ApacheKafka
 from samsa.handlers.differences import DIFFERENCES
+from samsa.local.cluster import LocalCluster
 from samsa.protocol.messages import build, request_type
 
 ZERO_UUID = uuid.UUID(int=0)
@@ -217,3 +223,47 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 30.0, what: str = ""
                 return last
         time.sleep(0.1)
     raise AssertionError(f"timed out waiting for {what or predicate}: last {last!r}")
+
+
+# The same for both systems: internal topics a cluster of `size` can hold, quick group starts.
+COMMON = {
+    "group.initial.rebalance.delay.ms": "0",
+    "offsets.topic.num.partitions": "3",
+    "auto.create.topics.enable": "false",
+}
+
+
+def replicated(size: int) -> dict[str, str]:
+    return {
+        **COMMON,
+        "offsets.topic.replication.factor": str(min(3, size)),
+        "default.replication.factor": "1",
+    }
+
+
+def start_pair(tmp: Path, size: int) -> tuple[ApacheKafka, LocalCluster]:
+    """Apache Kafka and Samsa of `size` brokers each, started side by side."""
+    kafka = ApacheKafka(tmp / "kafka", size, replicated(size))
+    samsa = LocalCluster(
+        tmp / "samsa",
+        size,
+        {**replicated(size), "zookeeper.session.timeout.ms": "6000"},
+    )
+    with ThreadPoolExecutor(2) as pool:
+        started = [pool.submit(kafka.up, 180), pool.submit(samsa.up, 180)]
+        errors = [f.exception() for f in started]
+    if any(errors):
+        kafka.down(timeout=10)
+        samsa.down(timeout=10)
+        if isinstance(errors[0], JarsUnavailable):
+            pytest.fail(f"Apache Kafka's jars are missing: {errors[0]} (run `make setup`)")
+        raise next(e for e in errors if e is not None)
+    return kafka, samsa
+
+
+def systems(kafka: ApacheKafka, samsa: LocalCluster) -> Comparison:
+    assert samsa.state is not None
+    return Comparison(
+        System("kafka", [n.port for n in kafka.nodes]),
+        System("samsa", [b.port for b in samsa.state.brokers]),
+    )

@@ -296,4 +296,15 @@ DIFFERENCES: tuple[Difference, ...] = (
             "describe_configs.broker.offsets.topic.replication.factor",
         ),
     ),
+    Difference(
+        api="ElectLeaders, AlterPartitionReassignments, ListPartitionReassignments",
+        what="Controller requests are answered by the controller only.",
+        why=(
+            "Sent to a broker that is not the controller they get NOT_CONTROLLER, as in Kafka "
+            "before KRaft; clients (the Java AdminClient, librdkafka, kafka-python) send them to "
+            "the controller that Metadata names and retry there. KRaft Kafka names a random "
+            "broker and forwards."
+        ),
+        checks=("cluster.elect_at_non_controller",),
+    ),
 )

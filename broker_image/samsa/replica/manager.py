@@ -397,8 +397,12 @@ class ReplicaManager:
         max_bytes: int,
         isolation_level: int,
         replica_id: int = -1,
+        from_follower: bool = False,
     ) -> tuple[list[FetchPartitionResponse], int]:
-        """Read each partition in order until max_bytes; returns the responses and bytes read."""
+        """Read each partition in order until max_bytes; returns the responses and bytes read.
+
+        `from_follower`: a consumer that may read from a follower, below its high watermark
+        (KIP-392; Kafka allows it to consumers that send their rack, Fetch v11+)."""
         responses: list[FetchPartitionResponse] = []
         total = 0
         for req in requests:
@@ -408,7 +412,7 @@ class ReplicaManager:
             if partition is None:
                 resp.error_code = self._not_hosted(req.tp).value
                 continue
-            if not partition.is_leader:
+            if not partition.is_leader and not (from_follower and partition.leader_id >= 0):
                 resp.error_code = ErrorCode.not_leader_or_follower.value
                 continue
             if req.current_leader_epoch >= 0 and req.current_leader_epoch != partition.leader_epoch:
