@@ -308,6 +308,75 @@ def test_produce_errors(pair: Comparison) -> None:
         pair.same(f"produce.{case}", lambda s: produce_raw(s, t, records, partition)["error_code"])
 
 
+def test_produce_old_versions(pair: Comparison) -> None:
+    """Produce v0-v2 (message format v0/v1), advertised by both: what comes back."""
+    import struct
+    import zlib
+
+    from kafka_support import Wire, header_only_frame
+
+    topic = name()
+    for s in (pair.kafka, pair.samsa):
+        create(s, topic)
+    encoded = topic.encode()
+    body_v1 = struct.pack(">bbq", 1, 0, 1_700_000_000_000) + struct.pack(">i", -1)
+    body_v1 += struct.pack(">i", 5) + b"hello"
+    message = struct.pack(">I", zlib.crc32(body_v1)) + body_v1
+    message_set = struct.pack(">qi", 0, len(message)) + message
+    body = (
+        struct.pack(">hi", 1, 5000)
+        + struct.pack(">ih", 1, len(encoded))
+        + encoded
+        + struct.pack(">iii", 1, 0, len(message_set))
+        + message_set
+    )
+
+    def produce(s: System, version: int) -> Any:
+        with Wire(s.ports[0]) as wire:
+            wire.send(header_only_frame(0, version, 77, body))
+            try:
+                frame = wire.read_frame()
+            except (EOFError, ConnectionError):
+                return "connection closed"
+        pos = 8 + 2 + len(encoded)
+        partitions, index, error = struct.unpack_from(">iih", frame, pos)
+        return partitions, index, error
+
+    for version in (0, 1, 2):
+        pair.same(f"produce.v{version}", lambda s: produce(s, version))
+    pair.same("produce.v2_appended_nothing", lambda s: offsets(s, topic, [-1]))
+
+
+def test_log_append_time(pair: Comparison) -> None:
+    topic = name()
+    for s in (pair.kafka, pair.samsa):
+        create(s, topic, configs={"message.timestamp.type": "LogAppendTime"})
+
+    def run(s: System) -> Any:
+        sent = 1_600_000_000_000
+        before = int(time.time() * 1000)
+        response = s.request(
+            0,
+            9,
+            {
+                "acks": 1,
+                "timeout": 10000,
+                "topic_data": [
+                    {
+                        "name": topic,
+                        "partition_data": [{"index": 0, "records": batch(b"a", ts=sent)}],
+                    }
+                ],
+            },
+        )
+        p = response["responses"][0]["partition_responses"][0]
+        stamped = p["log_append_time"]
+        found = offsets(s, topic, [before - 60_000, sent, -3])
+        return p["error_code"], stamped >= before - 60_000, [f[:2] for f in found]
+
+    pair.same("produce.log_append_time", run)
+
+
 def test_fetch_edge_cases(pair: Comparison) -> None:
     topic = name()
     for s in (pair.kafka, pair.samsa):

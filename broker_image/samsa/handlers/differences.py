@@ -80,15 +80,6 @@ DIFFERENCES: tuple[Difference, ...] = (
         ),
     ),
     Difference(
-        api="Produce",
-        what="Produce v0-v2 are advertised but refused.",
-        why=(
-            "librdkafka before 2.11.1 turns compression off for a broker whose Produce range "
-            "does not start at 0, so the range starts there; such requests (message format "
-            "v0/v1) get UNSUPPORTED_VERSION for every partition."
-        ),
-    ),
-    Difference(
         api="LeaderAndIsr, StopReplica, UpdateMetadata, ControlledShutdown, AlterPartition",
         what="ZooKeeper mode, with Kafka 3.x's controller-to-broker APIs.",
         why=(
