@@ -407,7 +407,14 @@ class ApacheKafka:
         if not (folder / "data" / "meta.properties").exists():
             formatted = run_tool(
                 "kafka-storage",
-                ["format", "--ignore-formatted", "-t", self.state.cluster_id, "-c", str(config)],
+                # "--cluster-id=": an id may begin with "-", which argparse takes for an option.
+                [
+                    "format",
+                    "--ignore-formatted",
+                    f"--cluster-id={self.state.cluster_id}",
+                    "-c",
+                    str(config),
+                ],
             )
             if formatted.returncode != 0:
                 raise RuntimeError(f"kafka-storage format failed: {formatted.stderr.strip()}")

@@ -6,6 +6,7 @@ from typing import Any
 
 from samsa.handlers import configs
 from samsa.handlers.context import BrokerServices, RequestContext
+from samsa.handlers.topic_admin import duplicated
 from samsa.protocol.errors import ErrorCode, KafkaApiError
 
 KEY = 33
@@ -14,6 +15,7 @@ MIN_VERSION, MAX_VERSION = 0, 2
 
 async def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> dict[str, Any]:
     responses = []
+    twice = duplicated((r.resource_type, r.resource_name) for r in request.resources)
     for resource in request.resources:
         entry: dict[str, Any] = {
             "error_code": ErrorCode.none,
@@ -21,6 +23,11 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
             "resource_type": resource.resource_type,
             "resource_name": resource.resource_name,
         }
+        if (resource.resource_type, resource.resource_name) in twice:
+            entry["error_code"] = ErrorCode.invalid_request
+            entry["error_message"] = "Duplicate resource in request."
+            responses.append(entry)
+            continue
         try:
             wanted = {c.name: c.value for c in resource.configs}
             await configs.replace(

@@ -33,8 +33,9 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> dict[
 
 
 def unsupported_version_response(correlation_id: int, table: dict[int, Any]) -> bytes:
-    """A v0 ApiVersions response with UNSUPPORTED_VERSION, as Kafka sends to newer clients."""
-    keys = _api_keys(table)
+    """A v0 ApiVersions response with UNSUPPORTED_VERSION, as Kafka sends to newer clients:
+    only ApiVersions' own range, which is all a client needs to ask again."""
+    keys = _api_keys({KEY: table[KEY]})
     out = io.BytesIO()
     out.write(struct.pack(">ii", 0, correlation_id))
     out.write(struct.pack(">hi", ErrorCode.unsupported_version.value, len(keys)))

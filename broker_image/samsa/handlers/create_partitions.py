@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from samsa.handlers.context import BrokerServices, RequestContext
-from samsa.handlers.topic_admin import answer_when_led
+from samsa.handlers.topic_admin import answer_when_led, duplicated
 from samsa.metadata.assignment import assign_replicas
 from samsa.protocol.errors import ErrorCode
 
@@ -19,8 +19,19 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
     results = []
     added: dict[str, list[int]] = {}
     live = {b.id for b in services.cache.brokers()}
+    twice = duplicated(item.name for item in request.topics)
+    for name in sorted(twice):
+        results.append(
+            {
+                "name": name,
+                "error_code": ErrorCode.invalid_request,
+                "error_message": "Duplicate topic in request.",
+            }
+        )
     for item in request.topics:
         name = item.name
+        if name in twice:
+            continue
         topic = services.cache.topic(name)
         code, message = ErrorCode.none, None
         if topic is None:

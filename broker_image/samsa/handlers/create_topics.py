@@ -11,6 +11,7 @@ from samsa.handlers.context import BrokerServices, RequestContext
 from samsa.handlers.topic_admin import (
     answer_when_led,
     create_topic,
+    duplicated,
     plan_topic,
     topic_config_entries,
 )
@@ -38,10 +39,15 @@ def _result(name: str, code: ErrorCode, message: str | None = None) -> dict[str,
 async def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> dict[str, Any]:
     results = []
     created_partitions: dict[str, range] = {}
-    names = [t.name for t in request.topics]
+    twice = duplicated(t.name for t in request.topics)
+    answered: set[str] = set()
     for topic in request.topics:
         name = topic.name
-        if names.count(name) > 1:
+        if name in twice:
+            # One answer per name, as Kafka's response is keyed by topic.
+            if name in answered:
+                continue
+            answered.add(name)
             results.append(
                 _result(
                     name,

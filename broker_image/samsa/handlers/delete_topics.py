@@ -6,6 +6,7 @@ import uuid
 from typing import Any
 
 from samsa.handlers.context import BrokerServices, RequestContext
+from samsa.handlers.topic_admin import duplicated
 from samsa.metadata.names import is_internal
 from samsa.protocol.errors import ErrorCode
 
@@ -23,7 +24,19 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
         wanted = [(name, None) for name in request.topic_names]
     enabled = services.dynamic_config()["delete.topic.enable"]
     responses = []
+    twice = duplicated(name for name, _ in wanted if name is not None)
+    for name in sorted(twice):
+        responses.append(
+            {
+                "name": name,
+                "topic_id": ZERO_UUID,
+                "error_code": ErrorCode.invalid_request,
+                "error_message": "Duplicate topic in request.",
+            }
+        )
     for name, topic_id in wanted:
+        if name in twice:
+            continue
         if name is None and topic_id is not None:
             name = cache.topic_name(topic_id)
         topic = cache.topic(name) if name else None

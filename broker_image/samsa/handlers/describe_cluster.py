@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from samsa.handlers import authorized
 from samsa.handlers.context import BrokerServices, RequestContext
 from samsa.protocol.errors import ErrorCode
 
 KEY = 60
 MIN_VERSION, MAX_VERSION = 0, 2
 BROKERS_ENDPOINT = 1
-NO_AUTHORIZED_OPERATIONS = -(2**31)
 
 
 def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> dict[str, Any]:
@@ -24,7 +24,7 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> dict[
             "cluster_id": services.cache.cluster_id,
             "controller_id": -1,
             "brokers": [],
-            "cluster_authorized_operations": NO_AUTHORIZED_OPERATIONS,
+            "cluster_authorized_operations": authorized.NOT_REQUESTED,
         }
     cache = services.cache
     return {
@@ -38,5 +38,7 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> dict[
             {"broker_id": b.id, "host": b.host, "port": b.port, "rack": b.rack, "is_fenced": False}
             for b in cache.brokers(ctx.conn.listener)
         ],
-        "cluster_authorized_operations": NO_AUTHORIZED_OPERATIONS,
+        "cluster_authorized_operations": authorized.operations(
+            request.include_cluster_authorized_operations, authorized.CLUSTER
+        ),
     }

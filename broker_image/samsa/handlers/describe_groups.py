@@ -5,12 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from samsa.coordinator import GroupSummary
+from samsa.handlers import authorized
 from samsa.handlers.context import BrokerServices, RequestContext
 from samsa.handlers.groups import NOT_AVAILABLE, coordinator
+from samsa.protocol.errors import ErrorCode
 
 KEY = 15
 MIN_VERSION, MAX_VERSION = 0, 6
-NO_AUTHORIZED_OPERATIONS = -(2**31)
 
 
 def _entry(summary: GroupSummary) -> dict[str, Any]:
@@ -32,7 +33,7 @@ def _entry(summary: GroupSummary) -> dict[str, Any]:
             }
             for m in summary.members
         ],
-        "authorized_operations": NO_AUTHORIZED_OPERATIONS,
+        "authorized_operations": authorized.NOT_REQUESTED,
     }
 
 
@@ -42,4 +43,10 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
         summaries = [GroupSummary(g, NOT_AVAILABLE, "") for g in request.groups]
     else:
         summaries = await group_coordinator.describe_groups(request.groups, ctx.version)
-    return {"throttle_time": 0, "groups": [_entry(s) for s in summaries]}
+    groups = [_entry(s) for s in summaries]
+    for g in groups:
+        if g["error_code"] == ErrorCode.none:
+            g["authorized_operations"] = authorized.operations(
+                getattr(request, "include_authorized_operations", False), authorized.GROUP
+            )
+    return {"throttle_time": 0, "groups": groups}

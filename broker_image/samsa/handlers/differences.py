@@ -27,9 +27,9 @@ DIFFERENCES: tuple[Difference, ...] = (
             "Batches (magic v2 only) are CRC-checked and stored as the producer's bytes; only "
             "the base offset, the partition leader epoch and, for "
             "`message.timestamp.type=LogAppendTime`, the batch's max timestamp are patched. "
-            "Message format v0/v1 is refused with CORRUPT_MESSAGE. The topic config "
-            "`compression.type` accepts only `producer`: a broker that recompressed would have "
-            "to re-encode every batch."
+            "Message format v0/v1 is refused with INVALID_RECORD, as Kafka 4 does. The topic "
+            "config `compression.type` accepts only `producer`: a broker that recompressed "
+            "would have to re-encode every batch."
         ),
     ),
     Difference(
@@ -68,14 +68,15 @@ DIFFERENCES: tuple[Difference, ...] = (
             "TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which clients report as fatal. "
             "`isolation.level=read_committed` reads up to the high watermark."
         ),
-    ),
-    Difference(
-        api="Produce",
-        what="Produce v0-v2 are advertised but refused.",
-        why=(
-            "librdkafka before 2.11.1 turns compression off for a broker whose Produce range "
-            "does not start at 0, so the range starts there; such requests (message format "
-            "v0/v1) get UNSUPPORTED_VERSION for every partition."
+        checks=(
+            "api_versions.add_partitions_to_txn",
+            "api_versions.add_offsets_to_txn",
+            "api_versions.end_txn",
+            "api_versions.write_txn_markers",
+            "api_versions.txn_offset_commit",
+            "api_versions.describe_transactions",
+            "api_versions.list_transactions",
+            "api_versions.describe_producers",
         ),
     ),
     Difference(
@@ -89,6 +90,18 @@ DIFFERENCES: tuple[Difference, ...] = (
             "itself. Every controller write to ZooKeeper is a transaction that checks "
             "`/controller_epoch`. OffsetCommit and OffsetFetch stop at v9 (v10 names topics by "
             "id)."
+        ),
+        checks=(
+            "api_versions.4",
+            "api_versions.5",
+            "api_versions.6",
+            "api_versions.7",
+            "api_versions.alter_partition",
+            "api_versions.describe_quorum",
+            "api_versions.update_features",
+            "api_versions.unregister_broker",
+            "api_versions.add_raft_voter",
+            "api_versions.remove_raft_voter",
         ),
     ),
     Difference(
@@ -120,6 +133,7 @@ DIFFERENCES: tuple[Difference, ...] = (
             "AlterReplicaLogDirs is not either. DescribeLogDirs describes that one directory "
             "(Kafka's `kafka-reassign-partitions --generate` and `kafka-log-dirs` ask for it)."
         ),
+        checks=("api_versions.describe_log_dirs", "api_versions.alter_replica_log_dirs"),
     ),
     Difference(
         api="SASL, ACLs",
@@ -127,6 +141,21 @@ DIFFERENCES: tuple[Difference, ...] = (
         why=(
             'SASL and TLS are not offered; authorized-operations fields are answered with "not '
             'provided" (-2147483648).'
+        ),
+        checks=(
+            "api_versions.sasl_handshake",
+            "api_versions.sasl_authenticate",
+            "api_versions.describe_acls",
+            "api_versions.create_acls",
+            "api_versions.delete_acls",
+            "api_versions.create_delegation_token",
+            "api_versions.renew_delegation_token",
+            "api_versions.expire_delegation_token",
+            "api_versions.describe_delegation_token",
+            "api_versions.describe_user_scram_credentials",
+            "api_versions.alter_user_scram_credentials",
+            "api_versions.describe_client_quotas",
+            "api_versions.alter_client_quotas",
         ),
     ),
     Difference(
@@ -171,5 +200,126 @@ DIFFERENCES: tuple[Difference, ...] = (
             "order, and the appends happen in arrival order, so idempotent sequences and "
             "ordering are as in Kafka."
         ),
+    ),
+    Difference(
+        api="Produce, OffsetCommit, OffsetFetch",
+        what="The versions that name topics by id are not served.",
+        why=(
+            "Produce v13 and OffsetCommit and OffsetFetch v10 name topics by their ids "
+            "(KIP-516); ApiVersions advertises the versions before them, so clients use those."
+        ),
+        checks=("api_versions.produce", "api_versions.offset_commit", "api_versions.offset_fetch"),
+    ),
+    Difference(
+        api="ConsumerGroupHeartbeat, ShareGroup*, StreamsGroup*",
+        what="Only classic consumer groups.",
+        why=(
+            "KIP-848's consumer groups, share groups (KIP-932) and streams groups (KIP-1071) are "
+            "not offered and their APIs are not advertised, so clients use the classic group "
+            "protocol, as with Kafka before 4.0 (group.protocol=consumer fails at once)."
+        ),
+        checks=tuple(
+            f"api_versions.{n}"
+            for n in (
+                "consumer_group_heartbeat",
+                "consumer_group_describe",
+                "share_group_heartbeat",
+                "share_group_describe",
+                "share_fetch",
+                "share_acknowledge",
+                "initialize_share_group_state",
+                "read_share_group_state",
+                "write_share_group_state",
+                "delete_share_group_state",
+                "read_share_group_state_summary",
+                "describe_share_group_offsets",
+                "alter_share_group_offsets",
+                "delete_share_group_offsets",
+                "streams_group_heartbeat",
+                "streams_group_describe",
+            )
+        ),
+    ),
+    Difference(
+        api="DescribeTopicPartitions, ListConfigResources",
+        what="Two newer read-only admin APIs are not served.",
+        why=(
+            "DescribeTopicPartitions (KIP-966) and ListConfigResources are not advertised: the "
+            "Java AdminClient falls back on Metadata to describe topics; listing client-metrics "
+            "resources is not possible."
+        ),
+        checks=("api_versions.describe_topic_partitions", "api_versions.list_config_resources"),
+    ),
+    Difference(
+        api="DescribeConfigs",
+        what="Topic configs of features Samsa lacks are not listed.",
+        why=(
+            "Tiered storage (remote.storage.enable, remote.log.*, local.retention.*), "
+            "compression levels (Samsa stores batches as the producer compressed them), the "
+            "replication throttles' replica lists and the message timestamp bounds "
+            "(message.timestamp.before/after.max.ms) are not topic configs here; "
+            "DescribeConfigs lists only what the broker acts on."
+        ),
+        checks=tuple(
+            f"describe_configs.topic.{n}"
+            for n in (
+                "compression.gzip.level",
+                "compression.lz4.level",
+                "compression.zstd.level",
+                "follower.replication.throttled.replicas",
+                "leader.replication.throttled.replicas",
+                "local.retention.bytes",
+                "local.retention.ms",
+                "message.timestamp.after.max.ms",
+                "message.timestamp.before.max.ms",
+                "remote.log.copy.disable",
+                "remote.log.delete.on.disable",
+                "remote.storage.enable",
+            )
+        ),
+    ),
+    Difference(
+        api="DescribeConfigs",
+        what="Synonyms and sources differ in detail.",
+        why=(
+            "A topic config's synonyms list every broker key that could set it, with "
+            "DEFAULT_CONFIG where none is set (Kafka omits some of them); KRaft Kafka sets "
+            "min.insync.replicas as a dynamic cluster default when it is formatted, Samsa "
+            "reports Kafka's static default. Broker keys that Kafka may change at run time but "
+            "Samsa reads only at start are read-only here, and a few broker keys report the "
+            "value that was configured, not Kafka's placeholders (log.dir, listener names)."
+        ),
+        checks=(
+            "describe_configs.topic.flush.ms",
+            "describe_configs.topic.min.insync.replicas",
+            "describe_configs.topic.retention.ms",
+            "describe_configs.topic.segment.jitter.ms",
+            "describe_configs.topic.segment.ms",
+            "describe_configs.broker.compression.type",
+            "describe_configs.broker.inter.broker.listener.name",
+            "describe_configs.broker.listener.security.protocol.map",
+            "describe_configs.broker.log.cleaner.backoff.ms",
+            "describe_configs.broker.log.cleaner.dedupe.buffer.size",
+            "describe_configs.broker.log.cleaner.io.buffer.load.factor",
+            "describe_configs.broker.log.cleaner.io.buffer.size",
+            "describe_configs.broker.log.cleaner.io.max.bytes.per.second",
+            "describe_configs.broker.log.cleaner.threads",
+            "describe_configs.broker.log.dir",
+            "describe_configs.broker.log.preallocate",
+            "describe_configs.broker.log.roll.jitter.ms",
+            "describe_configs.broker.min.insync.replicas",
+            "describe_configs.broker.offsets.topic.replication.factor",
+        ),
+    ),
+    Difference(
+        api="ElectLeaders, AlterPartitionReassignments, ListPartitionReassignments",
+        what="Controller requests are answered by the controller only.",
+        why=(
+            "Sent to a broker that is not the controller they get NOT_CONTROLLER, as in Kafka "
+            "before KRaft; clients (the Java AdminClient, librdkafka, kafka-python) send them to "
+            "the controller that Metadata names and retry there. KRaft Kafka names a random "
+            "broker and forwards."
+        ),
+        checks=("cluster.elect_at_non_controller",),
     ),
 )

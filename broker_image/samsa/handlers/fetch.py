@@ -19,7 +19,7 @@ from samsa.protocol.messages import ms
 from samsa.replica import FetchPartitionRequest, FetchPartitionResponse
 
 KEY = 1
-MIN_VERSION, MAX_VERSION = 4, 17
+MIN_VERSION, MAX_VERSION = 4, 18
 FINAL_EPOCH = -1
 ZERO_UUID = uuid.UUID(int=0)
 
@@ -71,7 +71,11 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
             )
     max_bytes = request.max_bytes
     isolation = request.isolation_level
-    responses, total = services.replica_manager.read(reads, max_bytes, isolation, replica_id)
+    # KIP-392: consumers sending client metadata (v11+) may read from a follower.
+    from_follower = replica_id < 0 and version >= 11
+    responses, total = services.replica_manager.read(
+        reads, max_bytes, isolation, replica_id, from_follower
+    )
     max_wait_ms = ms(request.max_wait)
     errors = any(r.error_code for r in responses) or len(reads) != len(order)
     if total >= request.min_bytes or max_wait_ms <= 0 or errors or not reads:
@@ -84,6 +88,7 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
         max_bytes,
         isolation,
         replica_id,
+        from_follower,
         request.min_bytes,
         max_wait_ms,
     )
@@ -97,6 +102,7 @@ async def _long_poll(
     max_bytes: int,
     isolation: int,
     replica_id: int,
+    from_follower: bool,
     min_bytes: int,
     max_wait_ms: int,
 ) -> Any:
@@ -109,7 +115,7 @@ async def _long_poll(
         woken = (
             await manager.wait_for_data(tps, remaining, replica_id >= 0) if remaining > 0 else None
         )
-        responses, total = manager.read(reads, max_bytes, isolation, replica_id)
+        responses, total = manager.read(reads, max_bytes, isolation, replica_id, from_follower)
         if woken is None or total >= min_bytes or any(r.error_code for r in responses):
             answer = _encode(services, ctx, order, responses)
             if woken is not None and replica_id < 0:

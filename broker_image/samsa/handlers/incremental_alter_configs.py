@@ -8,6 +8,7 @@ from samsa.config import TOPIC_CONFIG
 from samsa.config.kafka import BROKER_CONFIG
 from samsa.handlers import configs
 from samsa.handlers.context import BrokerServices, RequestContext
+from samsa.handlers.topic_admin import duplicated
 from samsa.protocol.errors import ErrorCode, KafkaApiError
 
 KEY = 44
@@ -53,6 +54,7 @@ def _apply(current: dict[str, str], resource_type: int, ops: list[Any]) -> dict[
 
 async def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> dict[str, Any]:
     responses = []
+    twice = duplicated((r.resource_type, r.resource_name) for r in request.resources)
     for resource in request.resources:
         entry: dict[str, Any] = {
             "error_code": ErrorCode.none,
@@ -60,6 +62,11 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
             "resource_type": resource.resource_type,
             "resource_name": resource.resource_name,
         }
+        if (resource.resource_type, resource.resource_name) in twice:
+            entry["error_code"] = ErrorCode.invalid_request
+            entry["error_message"] = "Duplicate resource in request."
+            responses.append(entry)
+            continue
         try:
             current = configs.current_overrides(
                 services, resource.resource_type, resource.resource_name

@@ -9,7 +9,9 @@ from samsa.metadata import TopicPartition
 from samsa.protocol.errors import ErrorCode, KafkaApiError
 
 KEY = 2
-MIN_VERSION, MAX_VERSION = 1, 10
+MIN_VERSION, MAX_VERSION = 1, 11
+# The first version that may ask for each sentinel timestamp; other negatives are unsupported.
+SENTINEL_SINCE = {-1: 0, -2: 0, -3: 7, -4: 8, -5: 9, -6: 11}
 
 
 def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> dict[str, Any]:
@@ -30,6 +32,8 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> dict[
             }
             if tp in seen:
                 entry["error_code"] = ErrorCode.invalid_request
+            elif p.timestamp < 0 and ctx.version < SENTINEL_SINCE.get(p.timestamp, 1 << 15):
+                entry["error_code"] = ErrorCode.unsupported_version
             else:
                 seen.add(tp)
                 try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from samsa.handlers import authorized
 from samsa.handlers.context import BrokerServices, RequestContext
 from samsa.handlers.topic_admin import auto_create_topic
 from samsa.metadata import TopicMetadata, validate_topic_name
@@ -12,7 +13,6 @@ from samsa.protocol.errors import ErrorCode, KafkaApiError
 
 KEY = 3
 MIN_VERSION, MAX_VERSION = 0, 13
-NO_AUTHORIZED_OPERATIONS = -(2**31)
 ZERO_UUID = uuid.UUID(int=0)
 
 
@@ -49,7 +49,6 @@ def _topic_entry(services: BrokerServices, topic: TopicMetadata, listener: str) 
         "topic_id": topic.topic_id,
         "is_internal": topic.internal,
         "partitions": _partitions(services, topic, listener),
-        "topic_authorized_operations": NO_AUTHORIZED_OPERATIONS,
     }
 
 
@@ -60,7 +59,6 @@ def _error_entry(name: str | None, topic_id: uuid.UUID | None, code: ErrorCode) 
         "topic_id": topic_id or ZERO_UUID,
         "is_internal": False,
         "partitions": [],
-        "topic_authorized_operations": NO_AUTHORIZED_OPERATIONS,
     }
 
 
@@ -77,12 +75,34 @@ def _response(
         "cluster_id": cache.cluster_id,
         "controller_id": cache.controller_id,
         "topics": topics,
-        "cluster_authorized_operations": NO_AUTHORIZED_OPERATIONS,
         "error_code": ErrorCode.none,
     }
 
 
 def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
+    result = _handle(services, ctx, request)
+    if isinstance(result, dict):
+        return _with_operations(result, request)
+
+    async def finish() -> dict[str, Any]:
+        return _with_operations(await result, request)
+
+    return finish()
+
+
+def _with_operations(response: dict[str, Any], request: Any) -> dict[str, Any]:
+    topic_ops = authorized.operations(
+        getattr(request, "include_topic_authorized_operations", False), authorized.TOPIC
+    )
+    for topic in response["topics"]:
+        topic["topic_authorized_operations"] = topic_ops
+    response["cluster_authorized_operations"] = authorized.operations(
+        getattr(request, "include_cluster_authorized_operations", False), authorized.CLUSTER
+    )
+    return response
+
+
+def _handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     cache = services.cache
     listener = ctx.conn.listener
     requested = request.topics

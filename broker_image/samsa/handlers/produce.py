@@ -18,13 +18,16 @@ from samsa.replica import ProducePartitionResponse
 KEY = 0
 # v0-v2 carry message format v0/v1, which this broker does not store: they are advertised only
 # because librdkafka before 2.11.1 turns compression off for a broker whose Produce range does
-# not start at 0, and are answered with UNSUPPORTED_VERSION per partition.
+# not start at 0 (Kafka 4 advertises them for the same reason), and, as in Kafka 4, such a
+# request closes the connection.
 MIN_VERSION, MAX_VERSION = 0, 12
 FIRST_RECORD_BATCH_VERSION = 3
 decode = parse_produce_request
 
 
 def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
+    if ctx.version < FIRST_RECORD_BATCH_VERSION:
+        raise CloseConnection
     acks = request.acks
     cache = services.cache
     replica_manager = services.replica_manager
@@ -33,20 +36,12 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     waiting: list[tuple[TopicPartition, ProducePartitionResponse, ProducePartitionResult]] = []
     failed = False
     bad_acks = acks not in (-1, 0, 1)
-    legacy = ctx.version < FIRST_RECORD_BATCH_VERSION
     transactional = request.transactional_id is not None
     for topic_data in request.topic_data:
         name = topic_data.name
         results = []
         for pdata in topic_data.partition_data:
-            if legacy:
-                result = ProducePartitionResult(
-                    pdata.index,
-                    ErrorCode.unsupported_version.value,
-                    -1,
-                    error_message="Produce v0-v2 (message format v0/v1) is not supported",
-                )
-            elif bad_acks:
+            if bad_acks:
                 result = ProducePartitionResult(
                     pdata.index, ErrorCode.invalid_required_acks.value, -1
                 )

@@ -20,6 +20,15 @@ from samsa.protocol.errors import ErrorCode, KafkaApiError
 MAX_PARTITIONS = 100_000
 
 
+def duplicated(keys: Iterable[Any]) -> set[Any]:
+    """The keys named more than once: Kafka refuses each of them with INVALID_REQUEST."""
+    seen: set[Any] = set()
+    twice: set[Any] = set()
+    for key in keys:
+        (twice if key in seen else seen).add(key)
+    return twice
+
+
 def validate_configs(services: BrokerServices, configs: Mapping[str, str | None]) -> dict[str, str]:
     """Topic overrides as strings, checked against Kafka's topic keys; INVALID_CONFIG if not."""
     clean: dict[str, str] = {}

@@ -74,6 +74,18 @@ class CorruptRecordError(ValueError):
     """Bytes that are not a sequence of complete, valid v2 record batches (CORRUPT_MESSAGE)."""
 
 
+class InvalidRecordError(CorruptRecordError):
+    """Not exactly one whole v2 batch where a producer must send one (INVALID_RECORD, as
+    Kafka's ProduceRequest.validateRecords): nothing, a truncated batch, or magic v0/v1."""
+
+
+def _bad_magic(magic: int, pos: int) -> CorruptRecordError:
+    error = InvalidRecordError if magic in (0, 1) else CorruptRecordError
+    return error(
+        f"unsupported record magic v{magic} at byte {pos} (only v2 record batches are accepted)"
+    )
+
+
 class RecordTooLargeError(ValueError):
     """A batch larger than the topic's max.message.bytes (MESSAGE_TOO_LARGE)."""
 
@@ -144,7 +156,7 @@ def validate_batches(
     mv = buf if isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv)
     if end == 0:
-        raise CorruptRecordError("empty record set")
+        raise InvalidRecordError("empty record set")
     headers: list[BatchHeader] = []
     append = headers.append
     pos = 0
@@ -152,25 +164,19 @@ def validate_batches(
         remaining = end - pos
         if remaining < BATCH_HEADER_SIZE:
             if remaining > MAGIC_OFFSET and mv[pos + MAGIC_OFFSET] != MAGIC_V2:
-                raise CorruptRecordError(
-                    f"unsupported record magic v{mv[pos + MAGIC_OFFSET]} at byte {pos}"
-                    " (only v2 record batches are accepted)"
-                )
-            raise CorruptRecordError(
+                raise _bad_magic(mv[pos + MAGIC_OFFSET], pos)
+            raise InvalidRecordError(
                 f"truncated record batch at byte {pos}: {remaining} bytes left, "
                 f"a batch header needs {BATCH_HEADER_SIZE}"
             )
         h: BatchHeader = _new_header(BatchHeader, _unpack_header(mv, pos))
         if h.magic != MAGIC_V2:
-            raise CorruptRecordError(
-                f"unsupported record magic v{h.magic} at byte {pos}"
-                " (only v2 record batches are accepted)"
-            )
+            raise _bad_magic(h.magic, pos)
         if h.batch_length < MIN_BATCH_LENGTH:
             raise CorruptRecordError(f"batch length {h.batch_length} at byte {pos} is too small")
         size = h.batch_length + LOG_OVERHEAD
         if size > remaining:
-            raise CorruptRecordError(
+            raise InvalidRecordError(
                 f"truncated record batch at byte {pos}: {size} bytes declared, {remaining} present"
             )
         if size > max_batch_size:

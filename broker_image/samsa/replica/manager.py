@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import time
 import uuid
@@ -19,7 +20,9 @@ from samsa.protocol.record_filter import first_keyless_record
 from samsa.protocol.records import (
     BatchHeader,
     CorruptRecordError,
+    InvalidRecordError,
     RecordTooLargeError,
+    scan_batches,
     validate_batches,
 )
 from samsa.replica.delayed import DataWaiters
@@ -35,6 +38,7 @@ EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL_TIMESTAMP = -4
 LATEST_TIERED_TIMESTAMP = -5
+EARLIEST_PENDING_UPLOAD_TIMESTAMP = -6
 
 
 @dataclass(slots=True)
@@ -333,14 +337,22 @@ class ReplicaManager:
         try:
             partition = self.leader_partition(tp)
             if not records:
-                raise KafkaApiError(ErrorCode.corrupt_message, "empty record set")
+                raise KafkaApiError(ErrorCode.invalid_record, "empty record set")
             config = partition.log.config
             try:
+                if len(list(itertools.islice(scan_batches(records), 2))) > 1:
+                    raise KafkaApiError(
+                        ErrorCode.invalid_record,
+                        "Produce requests are only allowed to contain exactly one record batch "
+                        "per partition",
+                    )
                 headers = validate_batches(records, config.max_message_bytes)
                 if config.compact:
                     _require_keys(tp, records, headers)
             except RecordTooLargeError as exc:
                 raise KafkaApiError(ErrorCode.message_too_large, str(exc)) from None
+            except InvalidRecordError as exc:
+                raise KafkaApiError(ErrorCode.invalid_record, str(exc)) from None
             except CorruptRecordError as exc:
                 raise KafkaApiError(ErrorCode.corrupt_message, str(exc)) from None
             info = partition.append_records_to_leader(
@@ -395,8 +407,12 @@ class ReplicaManager:
         max_bytes: int,
         isolation_level: int,
         replica_id: int = -1,
+        from_follower: bool = False,
     ) -> tuple[list[FetchPartitionResponse], int]:
-        """Read each partition in order until max_bytes; returns the responses and bytes read."""
+        """Read each partition in order until max_bytes; returns the responses and bytes read.
+
+        `from_follower`: a consumer that may read from a follower, below its high watermark
+        (KIP-392; Kafka allows it to consumers that send their rack, Fetch v11+)."""
         responses: list[FetchPartitionResponse] = []
         total = 0
         for req in requests:
@@ -406,7 +422,7 @@ class ReplicaManager:
             if partition is None:
                 resp.error_code = self._not_hosted(req.tp).value
                 continue
-            if not partition.is_leader:
+            if not partition.is_leader and not (from_follower and partition.leader_id >= 0):
                 resp.error_code = ErrorCode.not_leader_or_follower.value
                 continue
             if req.current_leader_epoch >= 0 and req.current_leader_epoch != partition.leader_epoch:
@@ -437,7 +453,9 @@ class ReplicaManager:
                     zero_copy=True,
                 )
             except OffsetOutOfRangeError:
+                # Kafka answers an out-of-range fetch with no offsets at all.
                 resp.error_code = ErrorCode.offset_out_of_range.value
+                resp.high_watermark = resp.last_stable_offset = resp.log_start_offset = -1
                 continue
             if budget <= 0 and total > 0:
                 continue
@@ -520,7 +538,8 @@ class ReplicaManager:
             return -1, upper, epoch
         if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
             return -1, plog.log_start_offset, epoch
-        if timestamp == LATEST_TIERED_TIMESTAMP:
+        if timestamp in (LATEST_TIERED_TIMESTAMP, EARLIEST_PENDING_UPLOAD_TIMESTAMP):
+            # No tiered storage: nothing is tiered, or waiting to be.
             return -1, -1, -1
         if timestamp == MAX_TIMESTAMP:
             found = plog.latest_timestamp_offset()

@@ -109,11 +109,11 @@ def test_replication_factor_above_the_live_brokers_is_refused(cluster: LocalClus
     assert info.value.args[0].code() == KafkaError.INVALID_REPLICATION_FACTOR
 
 
-async def _fetch_with_epoch(port: int, topic: str, epoch: int) -> ErrorCode:
+async def _fetch_with_epoch(port: int, topic: str, epoch: int, version: int = 12) -> ErrorCode:
     conn = await BrokerConnection("127.0.0.1", port).connect()
     try:
         request = build(
-            request_type(1, 12),
+            request_type(1, version),
             {
                 "replica_id": -1,
                 "max_wait": 0,
@@ -141,20 +141,24 @@ async def _fetch_with_epoch(port: int, topic: str, epoch: int) -> ErrorCode:
                 "rack_id": "",
             },
         )
-        response = await conn.request(1, 12, request)
+        response = await conn.request(1, version, request)
         return ErrorCode(response.responses[0].partitions[0].error_code)
     finally:
         await conn.aclose()
 
 
-def test_fetch_from_a_follower_or_with_an_old_epoch_is_refused(cluster: LocalCluster) -> None:
+def test_fetch_from_a_follower_before_kip_392_or_with_an_old_epoch_is_refused(
+    cluster: LocalCluster,
+) -> None:
     create_topic(cluster, "epochs", partitions=1, rf=3)
     the_leader = leader(cluster, "epochs", 0)
     follower = next(b for b in range(3) if b != the_leader)
+    port = cluster.broker(follower).port
+    # Before v11 a consumer reads from the leader only; from v11 a follower serves it too.
     assert (
-        asyncio.run(_fetch_with_epoch(cluster.broker(follower).port, "epochs", -1))
-        == ErrorCode.not_leader_or_follower
+        asyncio.run(_fetch_with_epoch(port, "epochs", -1, 10)) == ErrorCode.not_leader_or_follower
     )
+    assert asyncio.run(_fetch_with_epoch(port, "epochs", -1)) == ErrorCode.none
     # Move leadership twice: epoch 0 is then stale.
     cluster.stop_broker(the_leader)
     cluster.start_broker(the_leader)
