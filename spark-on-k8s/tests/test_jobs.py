@@ -1,5 +1,6 @@
-"""Jobs (a) and (b) on a known input give the aggregates computed here by hand; job (c) reports
-volume and consumer-group lag (once the broker has consumer groups)."""
+"""Jobs (a) and (b) on a known input give the aggregates computed here by hand, through the
+samsa format (against the in-process broker) and through Spark's own Kafka connector, format
+kafka (against the replicated 3-broker cluster); job (c) reports volume and consumer-group lag."""
 
 from __future__ import annotations
 
@@ -32,8 +33,25 @@ def events():
     return generate(1500, seed=11, span_minutes=60)
 
 
+@pytest.fixture(params=["samsa", "kafka"])
+def fmt(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
+@pytest.fixture
+def where(fmt: str, request: pytest.FixtureRequest):
+    """(bootstrap, make_topic) of the brokers the format is tried against."""
+    if fmt == "samsa":
+        return request.getfixturevalue("bootstrap"), request.getfixturevalue("make_topic")
+    return (
+        request.getfixturevalue("cluster_bootstrap"),
+        request.getfixturevalue("make_cluster_topic"),
+    )
+
+
 @pytest.mark.slow
-def test_ad_clicks_counts_per_campaign_and_window(spark, bootstrap, make_topic, tmp_path, events):
+def test_ad_clicks_counts_per_campaign_and_window(spark, fmt, where, tmp_path, events):
+    bootstrap, make_topic = where
     _imps, clicks = events
     source, sink = make_topic(3, "clicks"), make_topic(1, "counts")
     publish(bootstrap, source, clicks, NO_IDEMPOTENCE)
@@ -45,6 +63,7 @@ def test_ad_clicks_counts_per_campaign_and_window(spark, bootstrap, make_topic, 
         str(tmp_path / "ckpt"),
         available_now=True,
         sink_options=SINK_KAFKA,
+        fmt=fmt,
     )
     q.awaitTermination(240)
     assert q.exception() is None
@@ -64,7 +83,8 @@ def test_ad_clicks_counts_per_campaign_and_window(spark, bootstrap, make_topic, 
 
 
 @pytest.mark.slow
-def test_ctr_join_gives_click_through_rates(spark, bootstrap, make_topic, tmp_path, events):
+def test_ctr_join_gives_click_through_rates(spark, fmt, where, tmp_path, events):
+    bootstrap, make_topic = where
     imps, clicks = events
     imp_topic, click_topic, sink = (
         make_topic(2, "imps"),
@@ -82,6 +102,7 @@ def test_ctr_join_gives_click_through_rates(spark, bootstrap, make_topic, tmp_pa
         str(tmp_path / "ckpt"),
         available_now=True,
         sink_options=SINK_KAFKA,
+        fmt=fmt,
     )
     q.awaitTermination(300)
     assert q.exception() is None
@@ -109,6 +130,19 @@ def test_ctr_join_gives_click_through_rates(spark, bootstrap, make_topic, tmp_pa
     last = max(start for _c, start in got)
     assert {k for k in shown if k[1] < last} <= set(got)
     assert sum(r["clicks"] for r in out) > 0
+
+
+def test_streaming_jobs_take_the_format_on_their_command_line():
+    from samsa_spark.jobs.common import arguments
+
+    def parse(*extra: str):
+        return arguments("", ["--bootstrap", "127.0.0.1:9092", "--checkpoint", "c", *extra])
+
+    assert parse().format == "samsa"
+    assert parse("--format", "kafka").format == "kafka"
+    with pytest.raises(SystemExit) as exc:
+        parse("--format", "parquet")
+    assert exc.value.code == 2
 
 
 def _fill(bootstrap, topic):

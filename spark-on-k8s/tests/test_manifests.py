@@ -1,10 +1,14 @@
 """The Spark-on-Kubernetes manifests validate: Kubernetes objects with kubernetes-validate
-(strict, several Kubernetes versions), the SparkApplication against the spark-operator's CRD
-schema kept in spark-on-k8s/schemas, and the pieces fit together (account, claim, image)."""
+(strict, several Kubernetes versions), the SparkApplications against the spark-operator's CRD
+schema kept in spark-on-k8s/schemas, and the pieces fit together (account, claim, image, and the
+image's Kafka connector jars, which are the jar set spark-kafka)."""
 
 from __future__ import annotations
 
 import copy
+import hashlib
+import re
+import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +16,8 @@ import kubernetes_validate
 import pytest
 import yaml
 from openapi_schema_validator import OAS30Validator
+
+from samsa.dev import jars
 
 HERE = Path(__file__).resolve().parents[1]
 MANIFESTS = HERE / "manifests"
@@ -70,18 +76,23 @@ def test_kubernetes_objects_validate(version):
         kubernetes_validate.validate(doc, version, strict=True)
 
 
-def test_spark_application_validates_against_the_crd():
+def test_spark_applications_validate_against_the_crd():
     validator = _spark_app_validator()
-    (app,) = _by_kind("SparkApplication")
-    assert app["apiVersion"] == "sparkoperator.k8s.io/v1beta2"
-    assert _errors(validator, app) == []
+    apps = _by_kind("SparkApplication")
+    assert len(apps) == 2
+    for app in apps:
+        assert app["apiVersion"] == "sparkoperator.k8s.io/v1beta2"
+        assert _errors(validator, app) == [], app["metadata"]["name"]
 
 
 @pytest.mark.parametrize("version", K8S_VERSIONS)
 def test_spark_application_pod_parts_validate_as_kubernetes_types(version):
     """The CRD copy keeps core types opaque; check them as the Pod the operator makes."""
-    (app,) = _by_kind("SparkApplication")
-    spec = app["spec"]
+    for app in _by_kind("SparkApplication"):
+        _validate_pod_parts(app["spec"], version)
+
+
+def _validate_pod_parts(spec: dict[str, Any], version: str) -> None:
     for role in ("driver", "executor"):
         part = spec[role]
         pod = {
@@ -106,7 +117,7 @@ def test_spark_application_pod_parts_validate_as_kubernetes_types(version):
 
 def test_validation_catches_mistakes():
     validator = _spark_app_validator()
-    (app,) = _by_kind("SparkApplication")
+    app = _by_kind("SparkApplication")[0]
     typo = copy.deepcopy(app)
     typo["spec"]["driver"]["memroy"] = typo["spec"]["driver"].pop("memory")
     assert any("memroy" in e for e in _errors(validator, typo))
@@ -123,8 +134,8 @@ def test_validation_catches_mistakes():
         kubernetes_validate.validate(broken, K8S_VERSIONS[-1], strict=True)
 
 
-def test_the_pieces_fit_together():
-    (app,) = _by_kind("SparkApplication")
+@pytest.mark.parametrize("app", _by_kind("SparkApplication"), ids=lambda a: a["metadata"]["name"])
+def test_the_pieces_fit_together(app):
     (job,) = _by_kind("Job")
     (account,) = _by_kind("ServiceAccount")
     (claim,) = _by_kind("PersistentVolumeClaim")
@@ -143,7 +154,10 @@ def test_the_pieces_fit_together():
     assert any(claim["metadata"]["name"] in c for c in command)
     # The bootstrap servers come from the KafkaCluster's status, in both ways of submitting.
     assert "--kafka-cluster" in spec["arguments"] and "--kafka-cluster" in command
-    assert spec["mainApplicationFile"] in command
+    assert Path(spec["mainApplicationFile"]).name in {p.name for p in (HERE / "jobs").glob("*.py")}
+    # Each application keeps its own checkpoint.
+    checkpoints = [a["spec"]["arguments"] for a in _by_kind("SparkApplication")]
+    assert len({args[args.index("--checkpoint") + 1] for args in checkpoints}) == len(checkpoints)
     # Least privilege: namespaced, no wildcard, and only `get` on the KafkaCluster.
     for rule in role["rules"]:
         assert "*" not in rule["verbs"] and "*" not in rule["resources"]
@@ -157,3 +171,45 @@ def test_the_pieces_fit_together():
     assert dockerfile.rstrip().splitlines()[-2] == "USER 185"
     for part in ("driver", "executor"):
         assert spec[part]["securityContext"]["runAsNonRoot"] is True
+
+
+def test_one_application_runs_through_sparks_own_kafka_connector():
+    formats = {}
+    for app in _by_kind("SparkApplication"):
+        args = app["spec"]["arguments"]
+        formats[app["metadata"]["name"]] = (
+            args[args.index("--format") + 1] if "--format" in args else "samsa"
+        )
+    assert sorted(formats.values()) == ["kafka", "samsa"]
+    # Both versions of the same Spark: the image's and the one the operator is told.
+    (base,) = re.findall(r"^ARG SPARK_IMAGE=spark:([0-9.]+)-python3$", _dockerfile(), re.M)
+    assert {a["spec"]["sparkVersion"] for a in _by_kind("SparkApplication")} == {base}
+
+
+def _dockerfile() -> str:
+    return (HERE / "Dockerfile").read_text()
+
+
+def test_the_image_bundles_the_jar_set_spark_kafka():
+    """The image ADDs, checksum and all, exactly the jars `samsa dev jars spark-kafka` fetches
+    from the pom the tests run with, for the Spark version the image is built on."""
+    added = dict(
+        (url.rsplit("/", 1)[1], digest)
+        for digest, url in re.findall(
+            r"--checksum=sha256:([0-9a-f]{64}) \\\n\s+(\S+)", _dockerfile()
+        )
+    )
+    fetched = {
+        jar.name: hashlib.sha256(jar.read_bytes()).hexdigest() for jar in jars.files("spark-kafka")
+    }
+    assert len(fetched) == 4
+    assert added == fetched
+    ns = {"m": "http://maven.apache.org/POM/4.0.0"}
+    pom = ET.fromstring(jars.pom("spark-kafka"))
+    pinned = {
+        f"{d.findtext('m:artifactId', namespaces=ns)}-{d.findtext('m:version', namespaces=ns)}.jar"
+        for d in pom.iterfind("m:dependencies/m:dependency", ns)
+    }
+    assert pinned == set(added)
+    (base,) = re.findall(r"^ARG SPARK_IMAGE=spark:([0-9.]+)-python3$", _dockerfile(), re.M)
+    assert f"spark-sql-kafka-0-10_2.13-{base}.jar" in added

@@ -51,8 +51,9 @@ def start(
     available_now: bool = False,
     source_options: Mapping[str, str] | None = None,
     sink_options: Mapping[str, str] | None = None,
+    fmt: str = "samsa",
 ) -> StreamingQuery:
-    raw = read_stream(spark, bootstrap, clicks_topic, source_options)
+    raw = read_stream(spark, bootstrap, clicks_topic, source_options, fmt)
     return write_stream(
         click_counts(raw),
         bootstrap,
@@ -61,6 +62,7 @@ def start(
         available_now,
         sink_options,
         "ad_clicks",
+        fmt,
     )
 
 

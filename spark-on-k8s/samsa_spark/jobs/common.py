@@ -1,4 +1,9 @@
-"""What the jobs share: the command line, the SparkSession, reading and writing topics."""
+"""What the jobs share: the command line, the SparkSession, reading and writing topics.
+
+Every streaming job reads and writes through either format of the same options: ``samsa`` (this
+package's Python source and sink) or ``kafka`` (Spark's own connector, spark-sql-kafka-0-10,
+whose jars must be on Spark's classpath: they are in the image).
+"""
 
 from __future__ import annotations
 
@@ -10,6 +15,8 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
+
+FORMATS = ("samsa", "kafka")
 
 
 def arguments(
@@ -28,9 +35,16 @@ def arguments(
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="librdkafka setting for source and sink (repeatable): enable.idempotence=false",
+        help="client setting for source and sink (repeatable), e.g. enable.idempotence=false: "
+        "librdkafka's with --format samsa, the Java client's with --format kafka",
     )
     if streaming:
+        p.add_argument(
+            "--format",
+            choices=FORMATS,
+            default="samsa",
+            help="read and write with samsa_spark (samsa) or Spark's own Kafka connector (kafka)",
+        )
         p.add_argument(
             "--checkpoint", required=True, help="checkpoint directory (a PVC on Kubernetes)"
         )
@@ -64,19 +78,25 @@ def session(app: str) -> SparkSession:
     return spark
 
 
-def samsa_reader(reader: Any, bootstrap: str, options: Mapping[str, str]) -> Any:
-    """A DataFrame(Stream)Reader set up for the samsa format."""
-    reader = reader.format("samsa").option("kafka.bootstrap.servers", bootstrap)
+def samsa_reader(
+    reader: Any, bootstrap: str, options: Mapping[str, str], fmt: str = "samsa"
+) -> Any:
+    """A DataFrame(Stream)Reader set up for the samsa format (or Spark's kafka format)."""
+    reader = reader.format(fmt).option("kafka.bootstrap.servers", bootstrap)
     for k, v in options.items():
         reader = reader.option(k, v)
     return reader
 
 
 def read_stream(
-    spark: SparkSession, bootstrap: str, topic: str, options: Mapping[str, str] | None = None
+    spark: SparkSession,
+    bootstrap: str,
+    topic: str,
+    options: Mapping[str, str] | None = None,
+    fmt: str = "samsa",
 ) -> DataFrame:
     opts = {"subscribe": topic, "startingOffsets": "earliest", **(options or {})}
-    return samsa_reader(spark.readStream, bootstrap, opts).load()
+    return samsa_reader(spark.readStream, bootstrap, opts, fmt).load()
 
 
 def keyed_by_campaign(df: DataFrame, *fields: str) -> DataFrame:
@@ -102,9 +122,10 @@ def write_stream(
     available_now: bool,
     options: Mapping[str, str] | None = None,
     name: str | None = None,
+    fmt: str = "samsa",
 ) -> StreamingQuery:
     writer: Any = (
-        df.writeStream.format("samsa")
+        df.writeStream.format(fmt)
         .outputMode("append")
         .option("kafka.bootstrap.servers", bootstrap)
         .option("topic", topic)
@@ -126,7 +147,7 @@ def run_streaming_job(
     app: str, description: str, argv: Sequence[str] | None, start: Any, *topics: str
 ) -> None:
     """The streaming jobs' main: arguments, session, start(spark, bootstrap, *topics,
-    checkpoint, available_now, source options, sink options), then wait."""
+    checkpoint, available_now, source options, sink options, format), then wait."""
     p = arguments(description, argv)
     spark = session(app)
     spark.conf.set("spark.sql.session.timeZone", "UTC")
@@ -138,5 +159,6 @@ def run_streaming_job(
         p.available_now,
         p.kafka_options,
         p.kafka_options,
+        p.format,
     )
     q.awaitTermination()

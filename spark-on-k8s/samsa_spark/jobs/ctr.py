@@ -80,9 +80,10 @@ def start(
     available_now: bool = False,
     source_options: Mapping[str, str] | None = None,
     sink_options: Mapping[str, str] | None = None,
+    fmt: str = "samsa",
 ) -> StreamingQuery:
-    imps = read_stream(spark, bootstrap, impressions_topic, source_options)
-    clicks = read_stream(spark, bootstrap, clicks_topic, source_options)
+    imps = read_stream(spark, bootstrap, impressions_topic, source_options, fmt)
+    clicks = read_stream(spark, bootstrap, clicks_topic, source_options, fmt)
     return write_stream(
         click_through(imps, clicks),
         bootstrap,
@@ -91,6 +92,7 @@ def start(
         available_now,
         sink_options,
         "ctr",
+        fmt,
     )
 
 
