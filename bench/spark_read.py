@@ -1,6 +1,7 @@
 """Issue 6's benchmark: rows per second read into local[2] Spark from a 6-partition Samsa topic
 through the samsa source, batch and streaming (availableNow), beside the same rows read from
-Parquet files in the same run.
+Parquet files in the same run. The samsa source reads with its columnar Fetch path, and with
+librdkafka (option reader=librdkafka) as the baseline.
 
 Every read ends in Spark's "noop" sink, so each row is materialised and nothing else is timed.
 The broker is a separate process; Spark, the broker and this script share the machine's cores.
@@ -22,6 +23,7 @@ from samsa_spark.local import local_spark
 
 PARTITIONS = 6
 SIZE = 100
+READERS = ("columnar", "librdkafka")
 
 
 def _fill(bootstrap: str, topic: str, count: int) -> None:
@@ -75,11 +77,12 @@ def run(quick: bool = False) -> list[Row]:
         tmp = Path(tempfile.mkdtemp(prefix="samsa-bench-spark-"))
         try:
 
-            def samsa_batch():
+            def samsa_batch(reader="columnar"):
                 return (
                     spark.read.format("samsa")
                     .option("kafka.bootstrap.servers", bootstrap)
                     .option("subscribe", topic)
+                    .option("reader", reader)
                     .load()
                 )
 
@@ -92,9 +95,15 @@ def run(quick: bool = False) -> list[Row]:
             def noop(df):
                 return lambda: df.write.format("noop").mode("overwrite").save()
 
-            rows.append(
-                _row("spark batch read", "samsa source", count, _timed(noop(samsa_batch())))
-            )
+            for reader in READERS:
+                rows.append(
+                    _row(
+                        "spark batch read",
+                        f"samsa source ({reader})",
+                        count,
+                        _timed(noop(samsa_batch(reader))),
+                    )
+                )
             rows.append(
                 _row(
                     "spark batch read",
@@ -117,21 +126,23 @@ def run(quick: bool = False) -> list[Row]:
 
                 return go
 
-            samsa_stream = (
-                spark.readStream.format("samsa")
-                .option("kafka.bootstrap.servers", bootstrap)
-                .option("subscribe", topic)
-                .option("startingOffsets", "earliest")
-                .load()
-            )
-            rows.append(
-                _row(
-                    "spark streaming read (availableNow)",
-                    "samsa source",
-                    count,
-                    _timed(stream(samsa_stream, "samsa")),
+            for reader in READERS:
+                samsa_stream = (
+                    spark.readStream.format("samsa")
+                    .option("kafka.bootstrap.servers", bootstrap)
+                    .option("subscribe", topic)
+                    .option("startingOffsets", "earliest")
+                    .option("reader", reader)
+                    .load()
                 )
-            )
+                rows.append(
+                    _row(
+                        "spark streaming read (availableNow)",
+                        f"samsa source ({reader})",
+                        count,
+                        _timed(stream(samsa_stream, f"samsa-{reader}")),
+                    )
+                )
             parquet_stream = spark.readStream.schema(schema).parquet(parquet)
             rows.append(
                 _row(

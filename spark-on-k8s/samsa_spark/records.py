@@ -124,8 +124,9 @@ class _Aborted:
 
 def _is_abort_marker(records: memoryview) -> bool:
     # A control batch holds one record whose key is (version int16, type int16).
-    keys = _walk_one_key(np.frombuffer(records, np.uint8))
-    return keys == _ABORT_MARKER
+    data = np.frombuffer(records, np.uint8)
+    data.flags.writeable = False
+    return bool(_walk_one_key(data) == _ABORT_MARKER)
 
 
 @njit(cache=True, nogil=True)
@@ -382,6 +383,8 @@ def _columns(
         data = np.frombuffer(b"".join(parts), np.uint8)
     else:
         data = np.frombuffer(view, np.uint8)
+    # One compiled specialisation for bytes and bytearray alike: numba types read-only apart.
+    data.flags.writeable = False
     try:
         cols = _walk(
             data, meta[:, 0], meta[:, 1], meta[:, 2], meta[:, 3], meta[:, 4], meta[:, 5] != 0
