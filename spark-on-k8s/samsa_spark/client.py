@@ -22,7 +22,18 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin import OffsetSpec as KafkaOffsetSpec
 
+from samsa_spark.fetch import (
+    OFFSET_OUT_OF_RANGE,
+    UNKNOWN_TOPIC_OR_PARTITION,
+    FetchedPartition,
+    FetchError,
+    FetchSettings,
+    NoProgressError,
+    read_range,
+    uses_plaintext,
+)
 from samsa_spark.offsets import TP, OffsetRange
+from samsa_spark.records import CorruptBatchError
 from samsa_spark.schema import arrow_schema
 
 
@@ -173,6 +184,19 @@ class Brokers:
         except KafkaException as e:
             raise self._unreachable("list offsets", e) from None
 
+    def leader(self, topic: str, partition: int) -> tuple[str, int]:
+        """host and port of the partition's leader; ConnectionError while it has none."""
+        try:
+            md = self.admin.list_topics(topic=topic, timeout=self.timeout)
+        except KafkaException as e:
+            raise self._unreachable("get metadata", e) from None
+        t = md.topics.get(topic)
+        p = t.partitions.get(partition) if t is not None and t.error is None else None
+        broker = md.brokers.get(p.leader) if p is not None else None
+        if broker is None:
+            raise ConnectionError(f"{topic}/{partition} has no leader")
+        return str(broker.host), broker.port
+
     def close(self) -> None:
         # AdminClient has no close; dropping the reference frees librdkafka's handle.
         self.admin = None  # type: ignore[assignment]
@@ -256,6 +280,7 @@ class RangeReader:
         fail_on_data_loss: bool,
         poll_timeout_ms: int,
         batch_rows: int = 8192,
+        columnar: bool = False,
     ) -> None:
         self.bootstrap = bootstrap
         self.kafka = dict(kafka)
@@ -264,9 +289,14 @@ class RangeReader:
         self.poll_timeout = poll_timeout_ms / 1000
         self.batch_rows = batch_rows
         self.schema = arrow_schema(include_headers)
+        # librdkafka keeps TLS and SASL: the columnar path speaks PLAINTEXT only.
+        self.columnar = columnar and uses_plaintext(self.kafka)
 
     def read(self, r: OffsetRange) -> Iterator[pa.RecordBatch]:
         if r.size <= 0:
+            return
+        if self.columnar:
+            yield from self._read_columnar(r)
             return
         c = consumer(self.bootstrap, self.kafka)
         try:
@@ -308,22 +338,71 @@ class RangeReader:
                     position = pos
                     last_progress = time.monotonic()
                 elif time.monotonic() - last_progress > self.poll_timeout:
-                    raise SamsaConnectionError(
-                        f"no records from {r.topic}/{r.partition} at offset {position} "
-                        f"(reading up to {r.until_offset}) within kafkaConsumer.pollTimeoutMs="
-                        f"{int(self.poll_timeout * 1000)}; brokers kafka.bootstrap.servers="
-                        f"{self.bootstrap}"
-                    )
+                    raise self._no_records(r, position)
+
+    def _read_columnar(self, r: OffsetRange) -> Iterator[pa.RecordBatch]:
+        brokers = Brokers(self.bootstrap, self.kafka, int(self.poll_timeout * 1000))
+
+        def on_error(code: int, position: int, got: FetchedPartition) -> int:
+            if code == OFFSET_OUT_OF_RANGE:
+                if self.fail_on_data_loss:
+                    raise self._out_of_range(r, position)
+                # Skip what is gone: go on at the earliest offset still held.
+                return got.log_start_offset if got.log_start_offset > position else r.until_offset
+            if code == UNKNOWN_TOPIC_OR_PARTITION:
+                if self.fail_on_data_loss:
+                    raise self._gone(r)
+                return r.until_offset
+            raise SamsaConnectionError(
+                f"reading {r.topic}/{r.partition} from kafka.bootstrap.servers={self.bootstrap}: "
+                f"Kafka error code {code}"
+            )
+
+        try:
+            yield from read_range(
+                lambda: brokers.leader(r.topic, r.partition),
+                r,
+                FetchSettings.from_kafka(self.kafka),
+                self.include_headers,
+                self.poll_timeout,
+                on_error,
+            )
+        except NoProgressError as e:
+            raise self._no_records(r, e.position) from None
+        except (FetchError, CorruptBatchError) as e:
+            raise SamsaConnectionError(
+                f"reading {r.topic}/{r.partition} from "
+                f"kafka.bootstrap.servers={self.bootstrap}: {e}"
+            ) from None
+        finally:
+            brokers.close()
+
+    def _no_records(self, r: OffsetRange, position: int) -> SamsaConnectionError:
+        return SamsaConnectionError(
+            f"no records from {r.topic}/{r.partition} at offset {position} "
+            f"(reading up to {r.until_offset}) within kafkaConsumer.pollTimeoutMs="
+            f"{int(self.poll_timeout * 1000)}; brokers kafka.bootstrap.servers="
+            f"{self.bootstrap}"
+        )
+
+    def _out_of_range(self, r: OffsetRange, position: int) -> SamsaDataLossError:
+        return SamsaDataLossError(
+            f"offset {position} of {r.topic}/{r.partition} is out of range on the brokers "
+            "(the records were deleted, by retention or with the topic); "
+            "set failOnDataLoss=false to skip what is lost"
+        )
+
+    def _gone(self, r: OffsetRange) -> SamsaDataLossError:
+        return SamsaDataLossError(
+            f"topic {r.topic} partition {r.partition} no longer exists on the brokers; "
+            "set failOnDataLoss=false to ignore it"
+        )
 
     def _on_error(self, c: Consumer, r: OffsetRange, position: int, err: KafkaError) -> int:
         code = err.code()
         if code in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
             if self.fail_on_data_loss:
-                raise SamsaDataLossError(
-                    f"offset {position} of {r.topic}/{r.partition} is out of range on the brokers "
-                    "(the records were deleted, by retention or with the topic); "
-                    "set failOnDataLoss=false to skip what is lost"
-                )
+                raise self._out_of_range(r, position)
             # Skip what is gone: restart at the earliest offset still held.
             lo, _hi = c.get_watermark_offsets(
                 TopicPartition(r.topic, r.partition), timeout=self.poll_timeout
@@ -332,10 +411,7 @@ class RangeReader:
             c.assign([TopicPartition(r.topic, r.partition, start if lo >= 0 else OFFSET_BEGINNING)])
             return start
         if code == KafkaError.UNKNOWN_TOPIC_OR_PART and self.fail_on_data_loss:
-            raise SamsaDataLossError(
-                f"topic {r.topic} partition {r.partition} no longer exists on the brokers; "
-                "set failOnDataLoss=false to ignore it"
-            )
+            raise self._gone(r)
         if code == KafkaError.UNKNOWN_TOPIC_OR_PART:
             return r.until_offset
         if err.fatal() or not err.retriable():

@@ -17,7 +17,10 @@ def local_spark(app: str, jars: Iterable[str | PathLike[str]] = (), **conf: str)
     from pyspark.sql import SparkSession
 
     import samsa_spark
+    from samsa_spark.records import warm
 
+    # The Python workers start on this machine: let them find the decoder compiled.
+    warm()
     builder = (
         SparkSession.builder.master("local[2]")
         .appName(app)

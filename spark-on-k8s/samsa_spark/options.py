@@ -225,6 +225,8 @@ class SourceOptions:
     poll_timeout_ms: int
     metadata_timeout_ms: int
     kafka: dict[str, str]
+    # How executors read: Fetch decoded into Arrow columns, or librdkafka's consumer.
+    reader: Literal["columnar", "librdkafka"] = "columnar"
 
 
 def parse_source_options(options: Mapping[str, str], streaming: bool) -> SourceOptions:
@@ -273,6 +275,9 @@ def parse_source_options(options: Mapping[str, str], streaming: bool) -> SourceO
                 f"option kafka.{managed} is not supported: the source manages offsets itself "
                 "(Spark's checkpoint holds them)"
             )
+    reader = (get_option(options, "reader") or "columnar").lower()
+    if reader not in ("columnar", "librdkafka"):
+        raise SamsaOptionError(f"option reader must be columnar or librdkafka, not {reader!r}")
     return SourceOptions(
         bootstrap=bootstrap,
         subscription=subscription,
@@ -286,6 +291,7 @@ def parse_source_options(options: Mapping[str, str], streaming: bool) -> SourceO
         poll_timeout_ms=_int(options, "kafkaConsumer.pollTimeoutMs", 120_000, minimum=1) or 120_000,
         metadata_timeout_ms=_int(options, "metadataTimeoutMs", 30_000, minimum=1) or 30_000,
         kafka=kafka,
+        reader=reader,  # type: ignore[arg-type]
     )
 
 

@@ -92,7 +92,12 @@ class _Planner:
     def range_reader(self) -> RangeReader:
         o = self.opts
         return RangeReader(
-            o.bootstrap, o.kafka, o.include_headers, o.fail_on_data_loss, o.poll_timeout_ms
+            o.bootstrap,
+            o.kafka,
+            o.include_headers,
+            o.fail_on_data_loss,
+            o.poll_timeout_ms,
+            columnar=o.reader == "columnar",
         )
 
 
