@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from confluent_kafka.admin import AdminClient
 
-from bench.samsa_system import BROKER_OVERRIDES, create_topic
+from bench.samsa_system import BROKER_OVERRIDES, create_topic, ready_group_coordinator
 from bench.system import System
 from samsa.dev import kafka
 from samsa.dev.kafka import ApacheKafka, pid_alive
@@ -33,6 +33,7 @@ class ApacheKafkaCluster(System):
         self.cluster = ApacheKafka(self.workdir / "kafka", self.size, KAFKA_OVERRIDES, heap="1g")
         self.cluster.up()
         self.endpoint = self.cluster.bootstrap_servers
+        ready_group_coordinator(self.endpoint)
 
     def create_stream(self, name: str, partitions: int) -> None:
         create_topic(self.endpoint, name, partitions, 3, {"min.insync.replicas": "2"})

@@ -67,6 +67,36 @@ def create_topic(bootstrap: str, name: str, partitions: int, rf: int, config: di
     raise TimeoutError(f"topic {name} has no leaders after 60s")
 
 
+def ready_group_coordinator(bootstrap: str, timeout: float = 180.0) -> None:
+    """Until a consumer group can commit: the first group of a fresh cluster makes the brokers
+    create __consumer_offsets (50 partitions, RF=3 here), which on two busy cores takes seconds
+    to a minute, and would otherwise be timed as the first latency run's end-to-end latency."""
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+    create_topic(bootstrap, "bench-group-ready", 1, 1, {})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "bench-group-ready",
+            "enable.auto.commit": False,
+        }
+    )
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            try:
+                consumer.commit(
+                    offsets=[TopicPartition("bench-group-ready", 0, 0)], asynchronous=False
+                )
+                return
+            except KafkaException:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
+    finally:
+        consumer.close()
+
+
 class SamsaStandalone(System):
     key = "samsa"
     name = "Samsa"
@@ -177,6 +207,7 @@ class SamsaCluster(System):
                 f"samsa local up printed no bootstrap servers; see {self.workdir / 'local-up.log'}"
             )
         self.endpoint = found[0]
+        ready_group_coordinator(self.endpoint)
 
     def create_stream(self, name: str, partitions: int) -> None:
         create_topic(self.endpoint, name, partitions, 3, {"min.insync.replicas": "2"})
