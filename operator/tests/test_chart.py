@@ -21,6 +21,7 @@ OTHER_VALUES = {
     "replicas": 2,
     "resyncSeconds": 10,
     "verbose": True,
+    "extraEnv": [{"name": "SAMSA_OPERATOR_OPERATION_SECONDS", "value": "5"}],
     "serviceAccount": {"create": True, "name": "samsa-op"},
     "nodeSelector": {"kubernetes.io/os": "linux"},
     "tolerations": [{"key": "ops", "operator": "Exists", "effect": "NoSchedule"}],
@@ -76,7 +77,7 @@ def test_default_install_watches_every_namespace_with_cluster_peering(helm: str)
     docs = render(helm)
     [deployment] = by_kind(docs, "Deployment")
     [container] = deployment["spec"]["template"]["spec"]["containers"]
-    env = {e["name"]: e["value"] for e in container["env"]}
+    env = {e["name"]: e.get("value") for e in container["env"]}
     assert env["SAMSA_OPERATOR_WATCH_NAMESPACES"] == ""
     assert env["SAMSA_OPERATOR_PEERING"] == "samsa-operator"
     assert env["SAMSA_OPERATOR_BROKER_IMAGE"] == "ghcr.io/samsa-dev/samsa:0.1.0"
@@ -94,8 +95,9 @@ def test_watch_namespaces_get_roles_and_peerings(helm: str, tmp_path: Path) -> N
     docs = render(helm, "--values", values_file(tmp_path, OTHER_VALUES))
     [deployment] = by_kind(docs, "Deployment")
     [container] = deployment["spec"]["template"]["spec"]["containers"]
-    env = {e["name"]: e["value"] for e in container["env"]}
+    env = {e["name"]: e.get("value") for e in container["env"]}
     assert env["SAMSA_OPERATOR_WATCH_NAMESPACES"] == "kafka-a,kafka-b"
+    assert env["SAMSA_OPERATOR_OPERATION_SECONDS"] == "5"  # extraEnv
     assert container["args"] == ["--verbose"]
     assert deployment["spec"]["replicas"] == 2
     assert [r["metadata"]["namespace"] for r in by_kind(docs, "Role")] == ["kafka-a", "kafka-b"]
