@@ -2,8 +2,8 @@
 rebalance 1 GB from 3 brokers to 5, and the producer's latency meanwhile, beside the same
 load with no operation.
 
-The operator runs as in its image (``python -m samsa_operator``) against the API stand-in,
-and the brokers are real processes run by the test kubelet, as in tests/integration. The load
+The operator is installed by its chart on the real control plane (samsa.dev.kube), and the
+brokers are real processes run by the node agent, as in tests/integration. The load
 is an idempotent acks=all producer at a fixed rate in a process of its own; latency is from
 ``produce()`` to its acknowledgement.
 
@@ -15,8 +15,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -27,22 +25,17 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from bench.procs import free_port
 from bench.table import Row, percentile
 
 REPO = Path(__file__).resolve().parents[1]
-# The API stand-in, the kubelet and their helpers are the day-2 tests' own.
+# The cluster's helpers are the day-2 tests' own.
 HELPERS = (
-    "operator/tests",
     "broker_image/tests",
     "broker_image/tests/cluster",
     "tests/integration",
 )
 RATE, SIZE = 1000, 1024  # the measured load: 1 MB/s of 1 KB records
 THROTTLE = 50 << 20  # bytes a second into each broker while partitions move
-KC = "/apis/kafka.samsa.dev/v1alpha1/namespaces/default/kafkaclusters"
 
 
 def run(quick: bool = False) -> list[Row]:
@@ -56,14 +49,14 @@ async def _run(quick: bool) -> list[Row]:
     quiet = 10.0 if quick else 30.0
     bulk_bytes = (100 if quick else 1000) * 1_000_000
     rows = []
-    async with _cluster() as (kubelet, bootstrap):
+    async with _cluster() as (kube, brokers):
         from cluster_support import create_topic
-        from day2_support import Brokers
 
-        await asyncio.to_thread(create_topic, Brokers(bootstrap), "latency", 6, 3)
-        await asyncio.to_thread(create_topic, Brokers(bootstrap), "bulk", 12, 3)
+        bootstrap = brokers.bootstrap_servers
+        await asyncio.to_thread(create_topic, brokers, "latency", 6, 3)
+        await asyncio.to_thread(create_topic, brokers, "bulk", 12, 3)
         rows.append(_row("no operation", await _quiet_load(bootstrap, quiet)))
-        result, took = await _under_load(bootstrap, _roll(kubelet))
+        result, took = await _under_load(bootstrap, _roll(kube))
         rows.append(_row("rolling restart, 3 brokers", result, f"took {took:.0f} s"))
         await asyncio.to_thread(_fill, bootstrap, "bulk", bulk_bytes)
         rows.append(
@@ -71,7 +64,7 @@ async def _run(quick: bool) -> list[Row]:
                 f"no operation, {bulk_bytes // 10**6} MB more", await _quiet_load(bootstrap, quiet)
             )
         )
-        result, took = await _under_load(bootstrap, _scale(kubelet, 5))
+        result, took = await _under_load(bootstrap, _scale(kube, 5))
         rows.append(
             _row(
                 f"rebalance 3 to 5 brokers, {bulk_bytes // 10**6} MB",
@@ -83,83 +76,52 @@ async def _run(quick: bool) -> list[Row]:
 
 
 @asynccontextmanager
-async def _cluster() -> AsyncIterator[tuple[Any, str]]:
-    """ZooKeeper, the API stand-in with the CRDs, the operator, the kubelet, 3 brokers."""
-    from day2_support import manifest, wait_ready
-    from kmock import Server
-    from kube_stand import KubeStand
-    from kubelet import Api, Kubelet
-    from op_support import write_kubeconfig
+async def _cluster() -> AsyncIterator[tuple[Any, Any]]:
+    """The control plane, ZooKeeper, the operator's chart, the node agent, 3 brokers."""
+    from day2_support import start_cluster
 
+    from samsa.dev.kube.agent import NodeAgent
+    from samsa.dev.kube.api import Api
     from samsa.local import ZooKeeperServer
+    from samsa.testing.kube import KubeNamespace, control_plane, namespace_name
 
     work = Path(tempfile.mkdtemp(prefix="samsa-bench-ops-"))
-    with ZooKeeperServer(work / "zookeeper") as zk:
-        async with KubeStand() as stand, Server(stand):
-            url = str(stand.url).rstrip("/")
-            kubeconfig = work / "kubeconfig"
-            write_kubeconfig(kubeconfig, url)
-            kubelet = Kubelet(Api(url), work / "kubelet").start()
-            for crd in sorted((REPO / "crds").glob("*.yaml")):
-                await kubelet.api.create(
-                    "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
-                    yaml.safe_load(crd.read_text()),
-                )
-            operator = _start_operator(kubeconfig, work / "operator.log")
-            try:
-                body = json.loads(manifest(zk, kubelet, 3, throttle=THROTTLE))
-                await kubelet.api.create(KC, body)
-                await wait_ready(kubelet.api, 3, within=180)
-                yield kubelet, kubelet.bootstrap(3)
-            finally:
-                os.killpg(operator.pid, signal.SIGKILL)
-                operator.wait()
-                await kubelet.stop()
+    tools = REPO / ".tools"
+    with control_plane(work) as plane, ZooKeeperServer(work / "zookeeper") as zk:
+        name = namespace_name("bench")
+        agent = NodeAgent(Api(plane.kubeconfig), work / "agent", namespaces={name})
+        kube = KubeNamespace(plane, name, work, str(tools / "kubectl"), str(tools / "helm"), agent)
+        await kube.start()
+        try:
+            _, brokers = await start_cluster(kube, zk, 3, throttle=THROTTLE)
+            yield kube, brokers
+        finally:
+            await kube.close()
 
 
-def _start_operator(kubeconfig: Path, log: Path) -> subprocess.Popen[bytes]:
-    from day2_support import OPERATOR_ENV
+async def _roll(kube: Any) -> None:
+    from day2_support import wait_status
 
-    env = {
-        **os.environ,
-        **OPERATOR_ENV,
-        "KUBECONFIG": str(kubeconfig),
-        "SAMSA_OPERATOR_HEALTH_PORT": str(free_port()),
-    }
-    with log.open("wb") as out:
-        return subprocess.Popen(
-            [sys.executable, "-m", "samsa_operator"],
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-
-
-async def _roll(kubelet: Any) -> None:
-    from day2_support import KC_PATH, wait_status
-
-    patch = {"metadata": {"annotations": {"kafka.samsa.dev/manual-rolling-update": "true"}}}
-    await kubelet.api.patch(KC_PATH, patch)
+    await kube.kubectl("annotate", "kc", "day2", "kafka.samsa.dev/manual-rolling-update=true")
 
     def done(status: dict[str, Any]) -> bool:
         last = status.get("lastRoll") or {}
         return status.get("roll") is None and len(last.get("restarted", [])) == 3
 
-    await wait_status(kubelet.api, done, "the roll", 600)
+    await wait_status(kube, done, "the roll", 600)
 
 
-def _scale(kubelet: Any, brokers: int) -> Any:
+def _scale(kube: Any, brokers: int) -> Any:
     async def scale() -> None:
-        from day2_support import KC_PATH, wait_status
+        from day2_support import merge, wait_status
 
-        await kubelet.api.patch(KC_PATH, {"spec": {"brokers": {"replicas": brokers}}})
+        await merge(kube, {"spec": {"brokers": {"replicas": brokers}}})
 
         def done(status: dict[str, Any]) -> bool:
             last = status.get("lastScaling") or {}
             return status.get("scaling") is None and last.get("toReplicas") == brokers
 
-        await wait_status(kubelet.api, done, "the rebalance", 1800)
+        await wait_status(kube, done, "the rebalance", 1800)
 
     return scale()
 

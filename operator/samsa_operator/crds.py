@@ -19,20 +19,10 @@ from samsa_operator import models
 # Fields whose value is a free-form Kubernetes structure (affinity, tolerations...).
 _FREE_FORM = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
 
-_OWNED_KEYS_CEL = "[" + ", ".join(f"'{k}'" for k in models.OPERATOR_OWNED_KEYS) + "]"
-
 # CEL rules, by JSON path of the node they sit on (the schema can say these; the rest is
 # checked by the operator, which reports through the Ready condition).
 _RULES: dict[str, dict[str, list[dict[str, str]]]] = {
     "KafkaCluster": {
-        "spec.config": [
-            {
-                "rule": f"self.all(k, !(k in {_OWNED_KEYS_CEL}))",
-                "message": "spec.config may not set "
-                + ", ".join(models.OPERATOR_OWNED_KEYS)
-                + ": the operator owns them",
-            }
-        ],
         "spec.listeners.external": [
             {
                 "rule": "self.type != 'NodePort' || has(self.nodePortBase)",

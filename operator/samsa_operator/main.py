@@ -66,7 +66,9 @@ def main(argv: list[str] | None = None) -> None:
     import samsa_operator.day2  # noqa: F401  (registers the handlers, day-2 operations too)
 
     kopf.configure(verbose=args.verbose)
-    liveness = f"http://0.0.0.0:{args.health_port}/healthz" if args.health_port else None
+    # On the pod's IP when the chart gives it (the kubelet probes that address).
+    host = os.environ.get("POD_IP") or "0.0.0.0"
+    liveness = f"http://{host}:{args.health_port}/healthz" if args.health_port else None
     kopf.run(
         clusterwide=not args.namespace,
         namespaces=args.namespace,

@@ -44,6 +44,8 @@ RUN_DIR = "/var/run/samsa"
 CONFIG_DIR = "/etc/samsa"
 PODINFO_DIR = "/etc/podinfo"
 UID = 1000
+# In a broker's properties: its pod's IP, filled in by the init container.
+POD_IP = "$(POD_IP)"
 
 
 @dataclass(frozen=True)
@@ -186,20 +188,20 @@ def broker_properties(cluster: Cluster, broker_id: int) -> dict[str, str]:
     props["broker.id"] = str(broker_id)
     props["zookeeper.connect"] = cluster.zookeeper_connect
     props["log.dirs"] = DATA_DIR
-    props["http.listener"] = f"0.0.0.0:{HTTP_PORT}"
+    # Every address is the pod's own IP, substituted for POD_IP by the init container (the
+    # downward API gives it): clients and brokers reach each other without DNS.
+    props["http.listener"] = f"{POD_IP}:{HTTP_PORT}"
     external = cluster.external_address(broker_id)
     if external is None:
-        props["listeners"] = f"PLAINTEXT://0.0.0.0:{port}"
-        props["advertised.listeners"] = f"PLAINTEXT://{cluster.broker_host(broker_id)}:{port}"
+        props["listeners"] = f"PLAINTEXT://{POD_IP}:{port}"
+        props["advertised.listeners"] = f"PLAINTEXT://{POD_IP}:{port}"
     else:
         ext = cluster.spec.listeners.external
         assert ext is not None
         container_port = external_container_port(cluster)
         host, ext_port = external
-        props["listeners"] = f"INTERNAL://0.0.0.0:{port},EXTERNAL://0.0.0.0:{container_port}"
-        props["advertised.listeners"] = (
-            f"INTERNAL://{cluster.broker_host(broker_id)}:{port},EXTERNAL://{host}:{ext_port}"
-        )
+        props["listeners"] = f"INTERNAL://{POD_IP}:{port},EXTERNAL://{POD_IP}:{container_port}"
+        props["advertised.listeners"] = f"INTERNAL://{POD_IP}:{port},EXTERNAL://{host}:{ext_port}"
         props["listener.security.protocol.map"] = "INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT"
         props["inter.broker.listener.name"] = "INTERNAL"
     return props
@@ -454,7 +456,7 @@ id="${HOSTNAME##*-}"
 src="@CONFIG@/broker-${id}.properties"
 dst="@RUN@/server.properties"
 if [ ! -f "$src" ]; then echo "no properties for broker $id in the ConfigMap" >&2; exit 1; fi
-cp "$src" "$dst"
+sed 's/[$](POD_IP)/'"${POD_IP}"'/g' "$src" > "$dst"
 if [ "${RACK_ENABLED}" = "true" ]; then
   echo "waiting for the operator to record this pod's rack"
   until grep -q '^@ANN@=' @PODINFO@/annotations; do sleep 2; done
@@ -527,7 +529,10 @@ def broker_statefulset(cluster: Cluster) -> Obj:
         "name": "config",
         "image": cluster.broker_image,
         "command": ["sh", "-c", _COMPOSE_CONFIG],
-        "env": [{"name": "RACK_ENABLED", "value": "true" if spec.rack else "false"}],
+        "env": [
+            {"name": "RACK_ENABLED", "value": "true" if spec.rack else "false"},
+            {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+        ],
         "securityContext": CONTAINER_SECURITY,
         "volumeMounts": [
             {"name": "config", "mountPath": CONFIG_DIR, "readOnly": True},

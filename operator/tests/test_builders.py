@@ -186,10 +186,10 @@ def test_broker_properties_the_kafka_way() -> None:
     for broker_id in range(3):
         props = properties(c, broker_id)
         assert props["broker.id"] == str(broker_id)
-        assert props["listeners"] == "PLAINTEXT://0.0.0.0:9092"
-        assert props["advertised.listeners"] == (
-            f"PLAINTEXT://c-kafka-{broker_id}.c-kafka-brokers.ns1.svc:9092"
-        )
+        # Bound to and advertised from the pod's IP, which the init container fills in.
+        assert props["listeners"] == "PLAINTEXT://$(POD_IP):9092"
+        assert props["advertised.listeners"] == "PLAINTEXT://$(POD_IP):9092"
+        assert props["http.listener"] == "$(POD_IP):9644"
         assert props["zookeeper.connect"] == "c-zookeeper-client.ns1.svc:2181"
         assert "broker.rack" not in props  # added at pod start from the node's label
     ext = cluster("external-zookeeper")
@@ -198,9 +198,9 @@ def test_broker_properties_the_kafka_way() -> None:
     assert props["auto.create.topics.enable"] == "false"
     assert props["num.partitions"] == "6"
     nodeport = properties(cluster("nodeport"), 1)
-    assert nodeport["listeners"] == "INTERNAL://0.0.0.0:19092,EXTERNAL://0.0.0.0:19094"
+    assert nodeport["listeners"] == "INTERNAL://$(POD_IP):19092,EXTERNAL://$(POD_IP):19094"
     assert nodeport["advertised.listeners"] == (
-        "INTERNAL://c-kafka-1.c-kafka-brokers.ns1.svc:19092,EXTERNAL://node-1.example.com:31001"
+        "INTERNAL://$(POD_IP):19092,EXTERNAL://node-1.example.com:31001"
     )
     assert nodeport["inter.broker.listener.name"] == "INTERNAL"
 
@@ -209,7 +209,10 @@ def test_broker_properties_the_kafka_way() -> None:
 def test_broker_properties_pass_the_brokers_own_validation(spec: str) -> None:
     c = cluster(spec)
     for broker_id in range(c.spec.brokers.replicas):
-        config = KafkaConfig(properties(c, broker_id))
+        started = {
+            k: v.replace("$(POD_IP)", "10.0.0.7") for k, v in properties(c, broker_id).items()
+        }
+        config = KafkaConfig(started)
         assert config.broker_id == broker_id
 
 
@@ -258,7 +261,9 @@ def run_compose(tmp_path: Path, rack: bool, annotations: str | None) -> subproce
     config, run, podinfo = (tmp_path / d for d in ("config", "run", "podinfo"))
     for d in (config, run, podinfo):
         d.mkdir(exist_ok=True)
-    (config / "broker-2.properties").write_text("broker.id=2\n")
+    (config / "broker-2.properties").write_text(
+        "broker.id=2\nlisteners=PLAINTEXT://$(POD_IP):9092\n"
+    )
     if annotations is not None:
         (podinfo / "annotations").write_text(annotations)
     else:
@@ -272,6 +277,7 @@ def run_compose(tmp_path: Path, rack: bool, annotations: str | None) -> subproce
     env = {
         "HOSTNAME": "c-kafka-2",
         "RACK_ENABLED": "true" if rack else "false",
+        "POD_IP": "10.1.2.3",
         "PATH": "/usr/bin:/bin",
     }
     return subprocess.Popen(["sh", "-c", script], env=env, stdout=subprocess.PIPE, text=True)
@@ -280,7 +286,9 @@ def run_compose(tmp_path: Path, rack: bool, annotations: str | None) -> subproce
 def test_init_container_composes_the_properties(tmp_path: Path) -> None:
     proc = run_compose(tmp_path, rack=False, annotations=None)
     assert proc.wait(10) == 0
-    assert (tmp_path / "run" / "server.properties").read_text() == "broker.id=2\n"
+    assert (tmp_path / "run" / "server.properties").read_text() == (
+        "broker.id=2\nlisteners=PLAINTEXT://10.1.2.3:9092\n"
+    )
 
 
 def test_init_container_waits_for_the_rack(tmp_path: Path) -> None:
@@ -294,4 +302,4 @@ def test_init_container_waits_for_the_rack(tmp_path: Path) -> None:
     )
     assert proc.wait(10) == 0
     text = (tmp_path / "run" / "server.properties").read_text()
-    assert text == "broker.id=2\nbroker.rack=eu-west-1a\n"
+    assert text == "broker.id=2\nlisteners=PLAINTEXT://10.1.2.3:9092\nbroker.rack=eu-west-1a\n"

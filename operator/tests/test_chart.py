@@ -3,7 +3,6 @@ validate what it renders, and refuse bad values through values.schema.json."""
 
 from __future__ import annotations
 
-import asyncio
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -11,8 +10,7 @@ from typing import Any
 import kubernetes_validate
 import pytest
 import yaml
-from kube_stand import KubeStand
-from op_support import CHART, K8S_VERSIONS, Kubectl
+from op_support import CHART, K8S_VERSIONS
 
 OTHER_VALUES = {
     "image": {"repository": "registry.example.com/samsa-operator", "tag": "1.2.3"},
@@ -21,6 +19,7 @@ OTHER_VALUES = {
     "replicas": 2,
     "resyncSeconds": 10,
     "verbose": True,
+    "extraEnv": [{"name": "SAMSA_OPERATOR_OPERATION_SECONDS", "value": "5"}],
     "serviceAccount": {"create": True, "name": "samsa-op"},
     "nodeSelector": {"kubernetes.io/os": "linux"},
     "tolerations": [{"key": "ops", "operator": "Exists", "effect": "NoSchedule"}],
@@ -76,7 +75,7 @@ def test_default_install_watches_every_namespace_with_cluster_peering(helm: str)
     docs = render(helm)
     [deployment] = by_kind(docs, "Deployment")
     [container] = deployment["spec"]["template"]["spec"]["containers"]
-    env = {e["name"]: e["value"] for e in container["env"]}
+    env = {e["name"]: e.get("value") for e in container["env"]}
     assert env["SAMSA_OPERATOR_WATCH_NAMESPACES"] == ""
     assert env["SAMSA_OPERATOR_PEERING"] == "samsa-operator"
     assert env["SAMSA_OPERATOR_BROKER_IMAGE"] == "ghcr.io/samsa-dev/samsa:0.1.0"
@@ -94,8 +93,9 @@ def test_watch_namespaces_get_roles_and_peerings(helm: str, tmp_path: Path) -> N
     docs = render(helm, "--values", values_file(tmp_path, OTHER_VALUES))
     [deployment] = by_kind(docs, "Deployment")
     [container] = deployment["spec"]["template"]["spec"]["containers"]
-    env = {e["name"]: e["value"] for e in container["env"]}
+    env = {e["name"]: e.get("value") for e in container["env"]}
     assert env["SAMSA_OPERATOR_WATCH_NAMESPACES"] == "kafka-a,kafka-b"
+    assert env["SAMSA_OPERATOR_OPERATION_SECONDS"] == "5"  # extraEnv
     assert container["args"] == ["--verbose"]
     assert deployment["spec"]["replicas"] == 2
     assert [r["metadata"]["namespace"] for r in by_kind(docs, "Role")] == ["kafka-a", "kafka-b"]
@@ -109,7 +109,7 @@ def test_watch_namespaces_get_roles_and_peerings(helm: str, tmp_path: Path) -> N
     ]
     [cluster_role] = by_kind(docs, "ClusterRole")
     cluster_resources = {r for rule in cluster_role["rules"] for r in rule["resources"]}
-    assert cluster_resources == {"customresourcedefinitions", "nodes"}
+    assert cluster_resources == {"customresourcedefinitions", "nodes", "namespaces"}
 
 
 def test_without_peering_upgrades_never_overlap(helm: str) -> None:
@@ -147,27 +147,3 @@ def test_schema_rejects_bad_values(helm: str, args: list[str], complaint: str) -
     assert result.returncode != 0
     assert "values don't meet the specifications of the schema" in result.stderr
     assert complaint in result.stderr
-
-
-async def test_notes_tell_the_next_steps(helm: str, stand: KubeStand, kubectl: Kubectl) -> None:
-    # A dry run asks a server for its version and kinds: the stand answers, with the CRDs
-    # that `helm install` would have created first.
-    await kubectl("apply", "--validate=false", "-f", str(CHART / "crds"))
-    proc = await asyncio.create_subprocess_exec(
-        helm,
-        "install",
-        "samsa-operator",
-        str(CHART),
-        "--dry-run=client",
-        "--disable-openapi-validation",
-        "--kubeconfig",
-        str(stand.kubeconfig),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(proc.communicate(), 60)
-    assert proc.returncode == 0, err.decode()
-    notes = out.decode()
-    assert "watching every namespace" in notes
-    assert "kubectl wait --for=condition=Ready kc/demo" in notes
-    assert "kubectl get kt" in notes

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from op_support import eventually
-
 from samsa.local import ZooKeeperServer
 from samsa.local.zookeeper import free_port
+from samsa.testing.kube import eventually
 from samsa_operator import zookeeper
 
 

@@ -7,30 +7,24 @@ replication factor refused."""
 from __future__ import annotations
 
 import json
+import sys
 import time
 from collections import Counter
 from typing import Any
 
-from e2e_support import BROKER_IMAGE, in_cluster, kubectl, run
+from e2e_support import BROKER_IMAGE, REPO, in_cluster, kubectl, run
 
-CLUSTER_YAML = """
-apiVersion: kafka.samsa.dev/v1alpha1
-kind: KafkaCluster
-metadata:
-  name: day2
-spec:
-  brokers:
-    replicas: 3
-    storage: {size: 1Gi, deleteClaim: true}
-  zookeeper:
-    replicas: 3
-    storage: {size: 1Gi, deleteClaim: true}
-  config:
-    min.insync.replicas: 2
-    default.replication.factor: 3
-    offsets.topic.replication.factor: 3
-    auto.leader.rebalance.enable: false
-"""
+# The scenarios' shared body lives with the local suite's.
+sys.path.insert(0, str(REPO / "tests" / "integration"))
+import day2_scenarios as scenarios
+
+CLUSTER_YAML = json.dumps(
+    scenarios.cluster(
+        3,
+        zookeeper={"replicas": 3, "storage": {"size": "1Gi", "deleteClaim": True}},
+        delete_claim=True,
+    )
+)
 
 TOPIC_YAML = """
 apiVersion: kafka.samsa.dev/v1alpha1
@@ -64,8 +58,7 @@ def wait_for(check: Any, what: str, within: float = 900) -> dict[str, Any]:
         time.sleep(5)
 
 
-def roll_done(s: dict[str, Any]) -> bool:
-    return s.get("roll") is None and bool((s.get("lastRoll") or {}).get("finishedAt"))
+roll_done = scenarios.roll_finished(3)
 
 
 def pod_uids() -> dict[str, str]:
@@ -162,13 +155,8 @@ def node_pid(pod: str) -> tuple[str, str]:
 
 
 def counts(topics: list[dict[str, Any]], brokers: int) -> tuple[Counter[int], Counter[int]]:
-    replicas: Counter[int] = Counter({i: 0 for i in range(brokers)})
-    leaders: Counter[int] = Counter({i: 0 for i in range(brokers)})
-    for t in topics:
-        for p in t["partitions"]:
-            replicas.update(p["replicas"])
-            leaders[p["leader"]] += 1
-    return replicas, leaders
+    parts = [(p["replicas"], p["leader"]) for t in topics for p in t["partitions"]]
+    return scenarios.per_broker(parts, brokers)
 
 
 def test_day2_roll_scale_and_refusal(kind_cluster: str) -> None:
@@ -209,14 +197,7 @@ def test_day2_roll_scale_and_refusal(kind_cluster: str) -> None:
     run("docker", "exec", node, "kill", "-STOP", pid)
     try:
         kubectl("annotate", "kc", "day2", "kafka.samsa.dev/manual-rolling-update=true")
-        blocked = wait_for(
-            lambda s: any(
-                c["type"] == "RollingRestart" and c["reason"] == "Blocked"
-                for c in s.get("conditions", [])
-            ),
-            "the roll blocked",
-            300,
-        )
+        blocked = wait_for(scenarios.roll_blocked, "the roll blocked", 300)
         assert blocked["roll"]["restarted"] == []
     finally:
         run("docker", "exec", node, "kill", "-CONT", pid)
@@ -224,20 +205,14 @@ def test_day2_roll_scale_and_refusal(kind_cluster: str) -> None:
 
     # 3 to 5: replicas and leaders balanced over the 5.
     kubectl("patch", "kc", "day2", "--type=merge", "-p", '{"spec":{"brokers":{"replicas":5}}}')
-    wait_for(
-        lambda s: s.get("scaling") is None and (s.get("lastScaling") or {}).get("toReplicas") == 5,
-        "the rebalance",
-    )
+    wait_for(scenarios.scaled_to(5), "the rebalance")
     replicas, leaders = counts(describe(), 5)
-    assert max(replicas.values()) - min(replicas.values()) <= 1, replicas
-    assert max(leaders.values()) - min(leaders.values()) <= 1, leaders
+    assert scenarios.spread(replicas) <= 1, replicas
+    assert scenarios.spread(leaders) <= 1, leaders
 
     # 5 to 3: drained first; the pods and (deleteClaim) their claims go.
     kubectl("patch", "kc", "day2", "--type=merge", "-p", '{"spec":{"brokers":{"replicas":3}}}')
-    wait_for(
-        lambda s: s.get("scaling") is None and (s.get("lastScaling") or {}).get("toReplicas") == 3,
-        "the drain",
-    )
+    wait_for(scenarios.scaled_to(3), "the drain")
     replicas, _ = counts(describe(), 3)
     assert set(replicas) == {0, 1, 2}
     kubectl(
@@ -251,14 +226,7 @@ def test_day2_roll_scale_and_refusal(kind_cluster: str) -> None:
 
     # Below the replication factor: refused, nothing changes.
     kubectl("patch", "kc", "day2", "--type=merge", "-p", '{"spec":{"brokers":{"replicas":2}}}')
-    refused = wait_for(
-        lambda s: any(
-            c["type"] == "Scaling" and c["reason"] == "ScaleDownRefused"
-            for c in s.get("conditions", [])
-        ),
-        "the refusal",
-        300,
-    )
+    refused = wait_for(scenarios.scale_down_refused, "the refusal", 300)
     assert "below the replication factor 3" in json.dumps(refused["conditions"])
     sts = json.loads(kubectl("get", "sts", "day2-kafka", "-o", "json"))
     assert sts["spec"]["replicas"] == 3

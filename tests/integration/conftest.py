@@ -1,16 +1,17 @@
-"""Fixtures of the cross-component tests. The operator's API stand-in and its fixtures, and the
-cluster tests' load oracle, are shared from their folders; the day-2 fixtures and helpers
-are in day2_support."""
+"""Fixtures of the cross-component tests: the real control plane (once per run), a namespace
+of the test's own with a node agent and the operator's chart installed, and the cluster
+tests' load oracle shared from its folder. Helpers are in kube_support and day2_support."""
 
 import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-for folder in ("operator/tests", "broker_image/tests", "broker_image/tests/cluster"):
+for folder in ("broker_image/tests", "broker_image/tests/cluster"):
     if str(REPO / folder) not in sys.path:
         sys.path.insert(0, str(REPO / folder))
 
-from day2_support import kubelet, zookeeper  # noqa: E402
-from op_support import helm, kubectl, kubectl_bin, operator, stand  # noqa: E402
+from kube_support import helm, kube, kubectl_bin, zookeeper  # noqa: E402
 
-__all__ = ["helm", "kubectl", "kubectl_bin", "kubelet", "operator", "stand", "zookeeper"]
+from samsa.testing.kube import kube_control_plane  # noqa: E402
+
+__all__ = ["helm", "kube", "kube_control_plane", "kubectl_bin", "zookeeper"]

@@ -1,6 +1,6 @@
-"""Rolling restarts by the real operator (kopf, against the API stand-in), of real broker
-processes the kubelet harness runs: under acks=all load, against a SIGSTOPped follower, and
-configs that change live."""
+"""Rolling restarts by the real operator on the real control plane, of real broker pods the
+node agent runs: under acks=all load, against a SIGSTOPped follower, and configs that change
+live."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import asyncio
 import os
 import signal
 import time
-from typing import Any
 
+import day2_scenarios as scenarios
 import pytest
 from cluster_support import (
     LoadProducer,
@@ -19,36 +19,36 @@ from cluster_support import (
 )
 from day2_support import (
     IsrWatch,
-    Start,
     acked,
     broker_config,
+    broker_pid,
     cluster_status,
     condition,
     in_thread,
     merge,
     not_led_by_preferred,
     start_cluster,
+    starts,
     wait_status,
 )
-from kubelet import Kubelet
-from op_support import Kubectl, eventually
 
 from samsa.local import ZooKeeperServer
+from samsa.testing.kube import KubeNamespace, eventually
+
+# A whole cluster on the control plane: more than the default 300 s under load.
+pytestmark = pytest.mark.timeout(600)
 
 STATIC_BROKER_CONFIG, DYNAMIC_BROKER_CONFIG = 4, 2
 
 
-def roll_finished(status: dict[str, Any]) -> bool:
-    last = status.get("lastRoll") or {}
-    return status.get("roll") is None and len(last.get("restarted", [])) == 3
+roll_finished = scenarios.roll_finished(3)
 
 
 @pytest.mark.slow
 async def test_roll_under_load_loses_nothing_and_ends_with_preferred_leaders(
-    kubectl: Kubectl, operator: Start, kubelet: Kubelet, zookeeper: ZooKeeperServer
+    kube: KubeNamespace, zookeeper: ZooKeeperServer
 ) -> None:
-    status, brokers, _ = await start_cluster(kubectl, operator, kubelet, zookeeper)
-    api = kubelet.api
+    status, brokers = await start_cluster(kube, zookeeper)
     await in_thread(create_topic, brokers, "load", 6, 3, **{"min.insync.replicas": "2"})
     load = LoadProducer(brokers, "load").start()
     watch = IsrWatch(brokers, "load").start()
@@ -57,14 +57,14 @@ async def test_roll_under_load_loses_nothing_and_ends_with_preferred_leaders(
         controller = status["controllerId"]
         started = time.monotonic()
         # log.roll.hours cannot change live: every broker needs a restart.
-        await merge(kubectl, {"spec": {"config": {"log.roll.hours": 100}}})
-        status = await wait_status(api, roll_finished, "the roll to finish", 240)
+        await merge(kube, {"spec": {"config": {"log.roll.hours": 100}}})
+        status = await wait_status(kube, roll_finished, "the roll to finish", 240)
         before = load.oracle.count()
         await eventually(lambda: acked(load, before + 300), 60, "records after the roll")
     finally:
         smallest = watch.stop()
         oracle = load.stop()
-    order = kubelet.starts(since=started)
+    order = starts(kube, started)
     assert sorted(order) == [0, 1, 2], f"each broker restarted once: {order}"
     assert order[-1] == controller, f"the controller ({controller}) last: {order}"
     assert status["lastRoll"]["restarted"] == order
@@ -81,15 +81,14 @@ async def test_roll_under_load_loses_nothing_and_ends_with_preferred_leaders(
 
 
 async def test_roll_waits_for_a_stopped_follower_and_live_configs_need_no_restart(
-    kubectl: Kubectl, operator: Start, kubelet: Kubelet, zookeeper: ZooKeeperServer
+    kube: KubeNamespace, zookeeper: ZooKeeperServer
 ) -> None:
-    status, brokers, _ = await start_cluster(kubectl, operator, kubelet, zookeeper)
-    api = kubelet.api
+    status, brokers = await start_cluster(kube, zookeeper)
     await in_thread(create_topic, brokers, "t", 3, 3, **{"min.insync.replicas": "2"})
 
     # A config that can change live changes without a restart.
     started = time.monotonic()
-    await merge(kubectl, {"spec": {"config": {"log.retention.ms": 3600000}}})
+    await merge(kube, {"spec": {"config": {"log.retention.ms": 3600000}}})
 
     def applied_live() -> bool:
         return all(
@@ -98,20 +97,20 @@ async def test_roll_waits_for_a_stopped_follower_and_live_configs_need_no_restar
         )
 
     await eventually(lambda: in_thread(applied_live), 60, "log.retention.ms set live")
-    assert kubelet.starts(since=started) == []
+    assert starts(kube, started) == []
 
     # A follower stops answering: the roll must wait, and say why.
     controller = status["controllerId"]
     follower = next(b for b in range(3) if b != controller)
-    pid = kubelet.pid(follower)
+    pid = broker_pid(kube, follower)
     assert pid is not None
     os.kill(pid, signal.SIGSTOP)
     try:
         started = time.monotonic()
-        await kubectl("annotate", "kc", "day2", "kafka.samsa.dev/manual-rolling-update=true")
+        await kube.kubectl("annotate", "kc", "day2", "kafka.samsa.dev/manual-rolling-update=true")
         blocked = await wait_status(
-            api,
-            lambda s: condition(s, "RollingRestart").get("reason") == "Blocked",
+            kube,
+            scenarios.roll_blocked,
             "the roll blocked",
         )
         message = condition(blocked, "RollingRestart")["message"]
@@ -119,13 +118,13 @@ async def test_roll_waits_for_a_stopped_follower_and_live_configs_need_no_restar
         # It stays blocked while the follower is stopped: nothing restarts.
         deadline = time.monotonic() + 4
         while time.monotonic() < deadline:
-            assert kubelet.starts(since=started) == []
-            status = await cluster_status(api)
+            assert starts(kube, started) == []
+            status = await cluster_status(kube)
             assert condition(status, "RollingRestart")["reason"] == "Blocked"
             await asyncio.sleep(0.25)  # an observation window, not a synchronisation
     finally:
         os.kill(pid, signal.SIGCONT)
-    status = await wait_status(api, roll_finished, "the roll to finish", 240)
-    order = kubelet.starts(since=started)
+    status = await wait_status(kube, roll_finished, "the roll to finish", 240)
+    order = starts(kube, started)
     assert sorted(order) == [0, 1, 2] and order[-1] == controller, order
     assert await in_thread(not_led_by_preferred, brokers) == []

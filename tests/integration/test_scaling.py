@@ -1,19 +1,21 @@
-"""Scaling by the real operator, with real brokers the kubelet harness runs: 3 to 5 under
-load (balanced replicas and leaders), 5 to 3 (drained before the pods go), a scale-down
-below a topic's replication factor refused, and a Topic's replication-factor change."""
+"""Scaling by the real operator on the real control plane, with real brokers the node agent
+runs: 3 to 5 under load (balanced replicas and leaders), 5 to 3 (drained before the pods
+go), a scale-down below a topic's replication factor refused, and a Topic's
+replication-factor change."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
+import day2_scenarios as scenarios
 import pytest
 from cluster_support import LoadProducer, check_exactly_once, consume_all, create_topic
 from day2_support import (
-    Start,
     acked,
     apply,
     broker_config,
+    broker_pid,
     cluster_status,
     condition,
     hosted,
@@ -25,48 +27,39 @@ from day2_support import (
     start_cluster,
     wait_status,
 )
-from kubelet import Kubelet
-from op_support import Kubectl, eventually
 
+from samsa.dev.kube.agent import ordinal
 from samsa.local import ZooKeeperServer
+from samsa.testing.kube import KubeNamespace, eventually
+
+# A whole cluster on the control plane: more than the default 300 s under load.
+pytestmark = pytest.mark.timeout(600)
 
 THROTTLE = "follower.replication.throttled.rate"
 DYNAMIC_BROKER_CONFIG = 2
-STS = "/apis/apps/v1/namespaces/default/statefulsets/day2-kafka"
-CLAIMS = "/api/v1/namespaces/default/persistentvolumeclaims"
 
 
-def scaled_to(n: int) -> Any:
-    def check(status: dict[str, Any]) -> bool:
-        last = status.get("lastScaling") or {}
-        return status.get("scaling") is None and last.get("toReplicas") == n
-
-    return check
-
-
-def spread(counts: dict[int, int]) -> int:
-    return max(counts.values()) - min(counts.values())
+scaled_to, spread = scenarios.scaled_to, scenarios.spread
 
 
 @pytest.mark.slow
 async def test_scale_up_balances_and_scale_down_drains_under_load(
-    kubectl: Kubectl, operator: Start, kubelet: Kubelet, zookeeper: ZooKeeperServer
+    kube: KubeNamespace, zookeeper: ZooKeeperServer
 ) -> None:
-    _, brokers, _ = await start_cluster(kubectl, operator, kubelet, zookeeper, throttle=10 << 20)
-    api = kubelet.api
+    _, brokers = await start_cluster(kube, zookeeper, throttle=10 << 20)
     await in_thread(create_topic, brokers, "load", 10, 3, **{"min.insync.replicas": "2"})
     held_when_stopped: dict[int, list[str]] = {}
 
-    async def before_stop(ordinal: int) -> None:
-        held_when_stopped[ordinal] = await in_thread(hosted, brokers, ordinal)
+    async def before_stop(pod: str) -> None:
+        held_when_stopped[ordinal(pod)] = await in_thread(hosted, brokers, ordinal(pod))
 
-    kubelet.before_stop = before_stop
+    kube.agent.before_stop = before_stop
     load = LoadProducer(brokers, "load").start()
     throttles = []
 
     async def scaled(n: int) -> dict[str, Any]:
         async def probe() -> dict[str, Any] | None:
-            status = await cluster_status(api)
+            status = await cluster_status(kube)
             throttles.append(status.get("throttle"))
             return status if scaled_to(n)(status) else None
 
@@ -74,7 +67,7 @@ async def test_scale_up_balances_and_scale_down_drains_under_load(
 
     try:
         await eventually(lambda: acked(load, 500), 60, "records acknowledged")
-        await merge(kubectl, {"spec": {"brokers": {"replicas": 5}}})
+        await merge(kube, {"spec": {"brokers": {"replicas": 5}}})
         status = await scaled(5)
         replicas, leaders = await in_thread(per_broker, brokers, range(5))
         assert spread(replicas) <= 1 and spread(leaders) <= 1, (replicas, leaders)
@@ -87,9 +80,9 @@ async def test_scale_up_balances_and_scale_down_drains_under_load(
             assert source != DYNAMIC_BROKER_CONFIG
 
         before = load.oracle.count()
-        await merge(kubectl, {"spec": {"brokers": {"replicas": 3}}})
+        await merge(kube, {"spec": {"brokers": {"replicas": 3}}})
         await scaled(3)
-        await eventually(lambda: _pods_gone(kubelet, {3, 4}), 60, "pods 3 and 4 gone")
+        await eventually(lambda: _pods_gone(kube, {3, 4}), 60, "pods 3 and 4 gone")
         await eventually(lambda: acked(load, before + 300), 60, "records after scaling")
     finally:
         oracle = load.stop()
@@ -99,19 +92,18 @@ async def test_scale_up_balances_and_scale_down_drains_under_load(
     assert set(replicas) == {0, 1, 2} and spread(leaders) <= 1, (replicas, leaders)
     assert await in_thread(not_led_by_preferred, brokers) == []
     # storage.deleteClaim is false: the claims (and the data) stay.
-    claims = {c["metadata"]["name"] for c in (await api.get(CLAIMS) or {})["items"]}
+    claims = {c["metadata"]["name"] for c in (await kube.get("pvc"))["items"]}
     assert {"data-day2-kafka-3", "data-day2-kafka-4"} <= claims
     assert not oracle.errors, oracle.errors[:3]
     check_exactly_once(oracle, await in_thread(consume_all, brokers, "load", 10))
 
 
-async def _pods_gone(kubelet: Kubelet, ordinals: set[int]) -> bool:
-    pods = await kubelet.api.get("/api/v1/namespaces/default/pods")
-    names = {p["metadata"]["name"] for p in (pods or {})["items"]}
+async def _pods_gone(kube: KubeNamespace, ordinals: set[int]) -> bool:
+    names = {p["metadata"]["name"] for p in (await kube.get("pods"))["items"]}
     return not names & {f"day2-kafka-{i}" for i in ordinals}
 
 
-TOPIC = {
+TOPIC: dict[str, Any] = {
     "apiVersion": "kafka.samsa.dev/v1alpha1",
     "kind": "Topic",
     "metadata": {"name": "events"},
@@ -120,39 +112,38 @@ TOPIC = {
 
 
 async def test_scale_below_a_replication_factor_is_refused_and_rf_changes_by_reassignment(
-    kubectl: Kubectl, operator: Start, kubelet: Kubelet, zookeeper: ZooKeeperServer
+    kube: KubeNamespace, zookeeper: ZooKeeperServer
 ) -> None:
-    _, brokers, _ = await start_cluster(kubectl, operator, kubelet, zookeeper)
-    api = kubelet.api
+    _, brokers = await start_cluster(kube, zookeeper)
     await in_thread(create_topic, brokers, "t", 3, 3)
     before = await in_thread(_replicas, brokers)
-    pids = [kubelet.pid(i) for i in range(3)]
+    pids = [broker_pid(kube, i) for i in range(3)]
 
-    await merge(kubectl, {"spec": {"brokers": {"replicas": 2}}})
+    await merge(kube, {"spec": {"brokers": {"replicas": 2}}})
     status = await wait_status(
-        api,
-        lambda s: condition(s, "Scaling").get("reason") == "ScaleDownRefused",
+        kube,
+        scenarios.scale_down_refused,
         "the scale-down refused",
     )
     message = condition(status, "Scaling")["message"]
     assert "spec.brokers.replicas 2 is below the replication factor 3 of" in message, message
     # Nothing changed: the StatefulSet, the pods, the assignment.
-    assert (await api.get(STS) or {})["spec"]["replicas"] == 3
-    assert [kubelet.pid(i) for i in range(3)] == pids
+    assert (await kube.get("sts", "day2-kafka"))["spec"]["replicas"] == 3
+    assert [broker_pid(kube, i) for i in range(3)] == pids
     assert await in_thread(_replicas, brokers) == before
-    await merge(kubectl, {"spec": {"brokers": {"replicas": 3}}})
+    await merge(kube, {"spec": {"brokers": {"replicas": 3}}})
     await wait_status(
-        api, lambda s: condition(s, "Scaling").get("reason") == "Idle", "the refusal gone"
+        kube, lambda s: condition(s, "Scaling").get("reason") == "Idle", "the refusal gone"
     )
 
     # A Topic's replication factor changes through a tracked reassignment.
-    await apply(kubectl, json.dumps(TOPIC))
-    await kubectl("wait", "--for=condition=Ready", "kt/events", "--timeout=60s")
+    await apply(kube, json.dumps(TOPIC))
+    await kube.kubectl("wait", "--for=condition=Ready", "kt/events", "--timeout=60s")
     grown = {**TOPIC, "spec": {**TOPIC["spec"], "replicationFactor": 3}}
-    await apply(kubectl, json.dumps(grown))
+    await apply(kube, json.dumps(grown))
 
     async def rf3() -> bool:
-        topic = await kubectl.get("kt", "events")
+        topic = await kube.get("kt", "events")
         st = topic.get("status") or {}
         ready = [c for c in st.get("conditions", []) if c["type"] == "Ready"]
         return bool(
@@ -167,7 +158,7 @@ async def test_scale_below_a_replication_factor_is_refused_and_rf_changes_by_rea
     assert all(
         sorted(p.replicas) == [0, 1, 2] and sorted(p.isrs) == [0, 1, 2] for p in parts.values()
     )
-    assert [kubelet.pid(i) for i in range(3)] == pids
+    assert [broker_pid(kube, i) for i in range(3)] == pids
 
 
 def _replicas(brokers: Any) -> dict[str, dict[int, list[int]]]:

@@ -6,7 +6,9 @@
   kafka-console-producer, ...) against any bootstrap server;
 - ``samsa dev kafka up|down|status`` runs a real Apache Kafka on 127.0.0.1, the reference;
 - ``samsa dev connect`` runs a Kafka Connect worker (distributed mode) against any brokers.
-- ``samsa dev k8s build`` builds the Kubernetes control plane from the Go module proxy.
+- ``samsa dev k8s build`` builds the Kubernetes control plane from the Go module proxy, and
+  ``samsa dev k8s up|down|status`` runs it on 127.0.0.1, with 3 Nodes whose pods run as local
+  processes.
 """
 
 from __future__ import annotations
@@ -38,6 +40,10 @@ k8s_app = typer.Typer(
     help="A real Kubernetes control plane on 127.0.0.1, built from source.", no_args_is_help=True
 )
 dev_app.add_typer(k8s_app, name="k8s")
+DEFAULT_K8S_DIR = Path(".samsa/k8s")
+K8sDir = Annotated[
+    Path, typer.Option("--data-dir", help="Where the control plane keeps its data and logs.")
+]
 
 KafkaDir = Annotated[
     Path, typer.Option("--data-dir", help="Where the Kafka cluster keeps its data and logs.")
@@ -190,6 +196,48 @@ def k8s_build() -> None:
         fail(str(exc))
     for module, folder, built in done:
         typer.echo(f"{module.name} {module.version}: {'built' if built else 'cached'} in {folder}")
+
+
+@k8s_app.command("up")
+def k8s_up(
+    data_dir: K8sDir = DEFAULT_K8S_DIR,
+    timeout: Annotated[float, typer.Option("--timeout", help="Seconds to wait.")] = 180,
+) -> None:
+    """Start etcd, the API server, the controllers, the scheduler and 3 Nodes whose pods run
+    as local processes; print the kubeconfig's path."""
+    from samsa.dev.kube.control_plane import ControlPlane
+
+    try:
+        plane = ControlPlane(data_dir).up(timeout, pods=True)
+    except (programs.ProgramUnavailable, RuntimeError, TimeoutError, OSError) as exc:
+        fail(f"the control plane did not start: {exc}")
+    typer.echo(f"Kubernetes is up at {plane.server}. For kubectl and helm:")
+    typer.echo(f"export KUBECONFIG={plane.kubeconfig}")
+
+
+@k8s_app.command("down")
+def k8s_down(data_dir: K8sDir = DEFAULT_K8S_DIR) -> None:
+    """Stop every process of the control plane (`up` starts a new cluster)."""
+    from samsa.dev.kube.control_plane import ControlPlane
+
+    plane = ControlPlane(data_dir)
+    if not plane.state.pids:
+        fail(f"no control plane running in {data_dir}")
+    plane.down()
+    typer.echo("stopped")
+
+
+@k8s_app.command("status")
+def k8s_status(data_dir: K8sDir = DEFAULT_K8S_DIR) -> None:
+    """Each process: pid and whether it runs."""
+    from samsa.dev.kube.control_plane import ControlPlane
+
+    plane = ControlPlane(data_dir)
+    if not plane.state.pids:
+        fail(f"no control plane running in {data_dir}")
+    for name, alive in plane.running().items():
+        word = "running" if alive else "stopped"
+        sys.stdout.write(f"{name}\tpid {plane.state.pids[name]}\t{word}\n")
 
 
 def register(app: typer.Typer) -> None:

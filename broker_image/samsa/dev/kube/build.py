@@ -11,6 +11,7 @@ cache key is their hash, so a second run builds nothing.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
@@ -30,6 +31,8 @@ class GoModule:
     name: str
     version: str
     programs: dict[str, str]
+    # Linker flags: the version a program reports (helm checks the chart's kubeVersion).
+    ldflags: str = ""
 
     @property
     def folder(self) -> Path:
@@ -37,10 +40,29 @@ class GoModule:
 
     def key(self) -> str:
         files = [self.folder / "go.mod", self.folder / "go.sum"]
-        return f"{self.name}-{self.version}-{_digest(files, self.folder)[:12]}"
+        digest = _digest(files, self.folder)
+        digest = hashlib.sha256((digest + self.ldflags).encode()).hexdigest()
+        return f"{self.name}-{self.version}-{digest[:12]}"
 
     def directory(self) -> Path:
         return cache_root() / "k8s" / self.key()
+
+
+def _version_flags(version: str) -> str:
+    """What Kubernetes' own build stamps into its version packages (unstamped, a build says
+    v0.0.0-master)."""
+    major, minor, _ = version.split(".")
+    values = {
+        "gitVersion": f"v{version}",
+        "gitMajor": major,
+        "gitMinor": minor,
+        "gitTreeState": "clean",
+    }
+    return " ".join(
+        f"-X {package}.{name}={value}"
+        for package in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version")
+        for name, value in values.items()
+    )
 
 
 MODULES = (
@@ -52,6 +74,7 @@ MODULES = (
             name: f"k8s.io/kubernetes/cmd/{name}"
             for name in ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
         },
+        _version_flags("1.34.4"),
     ),
 )
 KUBERNETES_VERSION = MODULES[1].version
@@ -89,8 +112,13 @@ def build_module(module: GoModule) -> tuple[Path, bool]:
             "build",
             "-p",
             str(min(os.cpu_count() or 2, 4)),
+            "-ldflags",
+            module.ldflags,
             "-o",
-            f"{partial}/",
+            # One package: the binary's name is given (etcd's package ends in /v3).
+            str(partial / next(iter(module.programs)))
+            if len(module.programs) == 1
+            else f"{partial}/",
             *module.programs.values(),
         ],
         cwd=module.folder,
@@ -102,11 +130,7 @@ def build_module(module: GoModule) -> tuple[Path, bool]:
         shutil.rmtree(partial, ignore_errors=True)
         tail = " | ".join(result.stderr.strip().splitlines()[-5:])
         raise ProgramUnavailable(f"go build of {module.name} {module.version} failed: {tail}")
-    # `go build -o dir/` names a binary after its package's last element: etcd's is `v3`.
-    for program, package in module.programs.items():
-        built = partial / package.rsplit("/", 1)[-1]
-        if built.name != program:
-            built.rename(partial / program)
+    # Several packages: `go build -o dir/` names each binary after its package's last element.
     shutil.rmtree(target, ignore_errors=True)
     partial.rename(target)
     for old in target.parent.glob(f"{module.name}-*"):
