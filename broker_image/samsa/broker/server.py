@@ -43,6 +43,7 @@ from samsa.metadata.producer_ids import (
 )
 from samsa.network import Connection, SocketServer
 from samsa.replica import Partition, ReplicaManager
+from samsa.security.channels import inter_broker_security, listener_ssl_context
 
 if TYPE_CHECKING:
     # Imported where used: a standalone broker needs neither ZooKeeper (kazoo, the inter-broker
@@ -145,6 +146,7 @@ class KafkaServer:
         late = _LateHandler()
         endpoints = []
         for bind in self.listeners.bind:
+            protocol = self.listeners.protocol(bind.listener)
             server = SocketServer(
                 late,
                 bind.host,
@@ -152,6 +154,8 @@ class KafkaServer:
                 max_request_size=config["socket.request.max.bytes"],
                 name=bind.listener,
                 on_connection_change=self.metrics.connections.inc,
+                ssl_context=listener_ssl_context(config, bind.listener, protocol),
+                security_protocol=protocol,
             )
             await server.start(serving=False)
             self.socket_servers[bind.listener] = server
@@ -257,7 +261,13 @@ class KafkaServer:
         from samsa.broker.cluster import ClusterMembership
         from samsa.metadata.zk_store import ZkMetadataStore
 
-        self.cluster = ClusterMembership(self.config, broker, self.listeners.inter_broker)
+        inter = self.listeners.inter_broker
+        self.cluster = ClusterMembership(
+            self.config,
+            broker,
+            inter,
+            inter_broker_security(self.config, inter, self.listeners.protocol(inter)),
+        )
         await self.cluster.connect()
         recorded = read_meta_properties(self.data_dir).get("cluster.id")
         proposed = recorded or self.config["cluster.id"] or new_cluster_id()
