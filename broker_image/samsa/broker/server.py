@@ -44,6 +44,9 @@ from samsa.metadata.producer_ids import (
 from samsa.network import Connection, SocketServer
 from samsa.replica import Partition, ReplicaManager
 from samsa.security.channels import inter_broker_security, listener_ssl_context
+from samsa.security.sasl import SaslServer
+from samsa.security.session import SASL_PROTOCOLS
+from samsa.security.store import LocalSecurityStore, ZkSecurityStore
 
 if TYPE_CHECKING:
     # Imported where used: a standalone broker needs neither ZooKeeper (kazoo, the inter-broker
@@ -135,6 +138,19 @@ class KafkaServer:
             overrides.setdefault("segment.bytes", str(config["offsets.topic.segment.bytes"]))
         return config.log_config(overrides)
 
+    def _sasl_server(self) -> SaslServer:
+        """SASL settings checked now, so a bad mechanism stops start-up with its key named."""
+        store = (
+            ZkSecurityStore(self.cluster.zk)
+            if self.cluster is not None
+            else LocalSecurityStore(self.data_dir)
+        )
+        sasl = SaslServer(self.config, store)
+        for bind in self.listeners.bind:
+            if self.listeners.protocol(bind.listener) in SASL_PROTOCOLS:
+                sasl.mechanisms(bind.listener)
+        return sasl
+
     @property
     def clustered(self) -> bool:
         return bool(self.config["zookeeper.connect"])
@@ -216,6 +232,7 @@ class KafkaServer:
             on_topic_deleted=self._on_topic_deleted,
             inter_broker_listener=self.listeners.inter_broker,
             producer_id_manager=self.producer_id_manager,
+            sasl=self._sasl_server(),
         )
         late.target = KafkaApis(services, default_apis())
         for server in self.socket_servers.values():

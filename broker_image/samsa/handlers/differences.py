@@ -122,11 +122,18 @@ DIFFERENCES: tuple[Difference, ...] = (
         ),
     ),
     Difference(
-        api="SASL, ACLs",
-        what="No authentication or ACLs.",
+        api="SaslHandshake, SaslAuthenticate",
+        what="PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 only; no re-authentication.",
         why=(
-            'SASL and TLS are not offered; authorized-operations fields are answered with "not '
-            'provided" (-2147483648).'
+            "GSSAPI (Kerberos), OAUTHBEARER and delegation tokens are not offered: enabling them "
+            "stops start-up with a message. KIP-368 re-authentication is not offered: "
+            "SaslAuthenticate answers session_lifetime_ms=0 (as Kafka does when "
+            "connections.max.reauth.ms is 0, its default), and a second SaslHandshake on an "
+            "authenticated connection gets ILLEGAL_SASL_STATE. TLS key and trust stores are PEM "
+            "only (KIP-651); JKS and PKCS12 are refused. SCRAM credential changes are not "
+            "announced under /config/changes: brokers read /config/users at each "
+            "authentication. Fetched records are copied into memory on TLS connections "
+            "(sendfile cannot write through TLS), as Kafka's SSL channel does."
         ),
     ),
     Difference(

@@ -8,6 +8,7 @@ from samsa.handlers import (
     alter_configs,
     alter_partition,
     alter_partition_reassignments,
+    alter_user_scram_credentials,
     api_versions,
     controlled_shutdown,
     create_partitions,
@@ -19,6 +20,7 @@ from samsa.handlers import (
     describe_configs,
     describe_groups,
     describe_log_dirs,
+    describe_user_scram_credentials,
     elect_leaders,
     fetch,
     find_coordinator,
@@ -37,6 +39,8 @@ from samsa.handlers import (
     offset_fetch,
     offset_for_leader_epoch,
     produce,
+    sasl_authenticate,
+    sasl_handshake,
     stop_replica,
     sync_group,
     update_metadata,
@@ -79,6 +83,10 @@ MODULES: tuple[ModuleType, ...] = (
     controlled_shutdown,
     alter_partition,
     init_producer_id,
+    sasl_handshake,
+    sasl_authenticate,
+    describe_user_scram_credentials,
+    alter_user_scram_credentials,
 )
 
 # Kafka's names for the controller APIs kio (built for Kafka 4) no longer knows.

@@ -29,7 +29,8 @@ from typing import Protocol, TypeAlias, cast
 from samsa.protocol.errors import CloseConnection
 from samsa.protocol.fileregion import FileRegion
 from samsa.protocol.pipelining import Deferred
-from samsa.security.principal import ANONYMOUS, KafkaPrincipal, tls_principal
+from samsa.security.principal import tls_principal
+from samsa.security.session import ConnectionSession
 
 log = logging.getLogger(__name__)
 
@@ -90,8 +91,7 @@ class Connection(asyncio.BufferedProtocol):
         self.transport: asyncio.Transport | None = None
         self.peer: str = "?"
         self.listener: str = server.name
-        self.security_protocol: str = server.security_protocol
-        self.principal: KafkaPrincipal = ANONYMOUS
+        self.session = ConnectionSession.for_protocol(server.security_protocol)
         self.tls = server.ssl_context is not None
 
     # asyncio callbacks
@@ -102,7 +102,7 @@ class Connection(asyncio.BufferedProtocol):
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         if self.tls:
-            self.principal = tls_principal(transport.get_extra_info("peercert"))
+            self.session.principal = tls_principal(transport.get_extra_info("peercert"))
         sock = transport.get_extra_info("socket")
         if sock is not None:
             with contextlib.suppress(OSError):
@@ -339,6 +339,9 @@ class Connection(asyncio.BufferedProtocol):
             else:
                 small.append(chunk)
         _write_joined(transport, small)
+        if self.session.close_after_response:
+            # A refused authentication: answered, then closed (the transport flushes first).
+            self.close()
 
     async def _send_backlog(self) -> None:
         loop = asyncio.get_running_loop()

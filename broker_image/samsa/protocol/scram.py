@@ -13,6 +13,9 @@ from dataclasses import dataclass
 MECHANISMS = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
 # Kafka refuses fewer (ScramMechanism.minIterations) and writes this many by default.
 MIN_ITERATIONS = 4096
+MAX_ITERATIONS = 16384
+# The mechanism numbers of Describe/AlterUserScramCredentials.
+MECHANISM_IDS = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}
 GS2_HEADER = "n,,"
 
 
@@ -45,9 +48,16 @@ def client_key(hash_name: str, salted: bytes) -> bytes:
 def make_credential(
     mechanism: str, password: str, iterations: int = MIN_ITERATIONS, salt: bytes | None = None
 ) -> ScramCredential:
-    hash_name = MECHANISMS[mechanism]
     salt = salt if salt is not None else secrets.token_bytes(32)
-    salted = salted_password(hash_name, password, salt, iterations)
+    salted = salted_password(MECHANISMS[mechanism], password, salt, iterations)
+    return credential_from_salted(mechanism, salted, salt, iterations)
+
+
+def credential_from_salted(
+    mechanism: str, salted: bytes, salt: bytes, iterations: int
+) -> ScramCredential:
+    """What AlterUserScramCredentials sends (the salted password) to what a server keeps."""
+    hash_name = MECHANISMS[mechanism]
     return ScramCredential(
         salt,
         hashlib.new(hash_name, client_key(hash_name, salted)).digest(),

@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
+import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from confluent_kafka import Consumer, Producer
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
+from kafka import KafkaConsumer, KafkaProducer
 
 
 def _name(cn: str, ou: str | None = None) -> x509.Name:
@@ -121,3 +125,44 @@ def tls_listeners(pki_dir: Path, keystore: Path, ca: Path, ports: dict[str, int]
         "ssl.truststore.location": str(ca),
         "listener.name.mtls.ssl.client.auth": "required",
     }
+
+
+def kafka_python_round_trip(settings: dict[str, Any], topic: str, n: int) -> list[bytes]:
+    """Produce n records with kafka-python and read them back from the start."""
+    producer = KafkaProducer(**settings)
+    for i in range(n):
+        producer.send(topic, f"k{i}".encode())
+    producer.flush(30)
+    producer.close()
+    consumer = KafkaConsumer(
+        topic, auto_offset_reset="earliest", consumer_timeout_ms=20_000, **settings
+    )
+    got: list[bytes] = []
+    try:
+        for msg in consumer:
+            got.append(msg.value)
+            if len(got) == n:
+                break
+    finally:
+        consumer.close()
+    return got
+
+
+def confluent_round_trip(conf: dict[str, str], topic: str, n: int) -> list[bytes]:
+    """Produce n records with librdkafka and read them back through a consumer group."""
+    producer = Producer(conf)
+    for i in range(n):
+        producer.produce(topic, f"v{i}".encode())
+    assert producer.flush(30) == 0
+    consumer = Consumer(conf | {"group.id": f"{topic}-g", "auto.offset.reset": "earliest"})
+    consumer.subscribe([topic])
+    got: list[bytes] = []
+    try:
+        deadline = time.monotonic() + 60
+        while len(got) < n and time.monotonic() < deadline:
+            msg = consumer.poll(1.0)
+            if msg is not None and msg.error() is None:
+                got.append(msg.value() or b"")
+    finally:
+        consumer.close()
+    return got

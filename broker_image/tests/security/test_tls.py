@@ -9,17 +9,20 @@ import shutil
 import socket
 import ssl
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-from confluent_kafka import Consumer, Producer
-from kafka import KafkaConsumer, KafkaProducer
 from kafka_support import Wire
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
-from security_support import Issued, Pki, tls_listeners
+from security_support import (
+    Issued,
+    Pki,
+    confluent_round_trip,
+    kafka_python_round_trip,
+    tls_listeners,
+)
 
 from samsa.testing import InProcessBroker, free_port
 
@@ -64,31 +67,10 @@ def _confluent_ssl(env: Env, listener: str, cert: Issued | None = None) -> dict[
     return conf
 
 
-def _confluent_round_trip(conf: dict[str, str], topic: str, group: str) -> list[bytes]:
-    producer = Producer(conf)
-    for i in range(10):
-        producer.produce(topic, f"v{i}".encode())
-    assert producer.flush(30) == 0
-    consumer = Consumer(conf | {"group.id": group, "auto.offset.reset": "earliest"})
-    consumer.subscribe([topic])
-    got: list[bytes] = []
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            msg = consumer.poll(1.0)
-            if msg is not None and msg.error() is None:
-                got.append(msg.value() or b"")
-            if len(got) == 10:
-                break
-    finally:
-        consumer.close()
-    return got
-
-
 @pytest.mark.parametrize("listener", ["SSL", "MTLS"])
 def test_librdkafka_over_tls(env: Env, listener: str, topic: str, group: str) -> None:
     cert = env.client if listener == "MTLS" else None
-    got = _confluent_round_trip(_confluent_ssl(env, listener, cert), topic, group)
+    got = confluent_round_trip(_confluent_ssl(env, listener, cert), topic, 10)
     assert got == [f"v{i}".encode() for i in range(10)]
 
 
@@ -97,26 +79,7 @@ def test_kafka_python_over_tls(env: Env, listener: str, topic: str) -> None:
     tls: dict[str, str] = {"security_protocol": "SSL", "ssl_cafile": str(env.pki.ca)}
     if listener == "MTLS":
         tls |= {"ssl_certfile": str(env.client.cert), "ssl_keyfile": str(env.client.key)}
-    producer = KafkaProducer(bootstrap_servers=env.address(listener), **tls)
-    for i in range(5):
-        producer.send(topic, f"k{i}".encode())
-    producer.flush(30)
-    producer.close()
-    consumer = KafkaConsumer(
-        topic,
-        bootstrap_servers=env.address(listener),
-        auto_offset_reset="earliest",
-        consumer_timeout_ms=10_000,
-        **tls,
-    )
-    got: list[bytes] = []
-    try:
-        for msg in consumer:
-            got.append(msg.value)
-            if len(got) == 5:
-                break
-    finally:
-        consumer.close()
+    got = kafka_python_round_trip({"bootstrap_servers": env.address(listener), **tls}, topic, 5)
     assert got == [f"k{i}".encode() for i in range(5)]
 
 
