@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from samsa.handlers.authorization import cluster_allowed
 from samsa.handlers.context import BrokerServices, RequestContext
 from samsa.protocol.errors import ErrorCode
 from samsa.protocol.scram import (
@@ -13,6 +14,7 @@ from samsa.protocol.scram import (
     MIN_ITERATIONS,
     credential_from_salted,
 )
+from samsa.security.acl import AclOperation
 
 KEY = 51
 MIN_VERSION, MAX_VERSION = 0, 0
@@ -29,7 +31,11 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
     store = services.sasl.store
     changes = [*request.deletions, *request.upsertions]
     users = list(dict.fromkeys(c.name for c in changes))
-    denied = services.check_cluster(ctx, "ALTER") if services.check_cluster else None
+    denied = (
+        None
+        if cluster_allowed(services, ctx, AclOperation.ALTER)
+        else ErrorCode.cluster_authorization_failed
+    )
     if denied is not None:
         return {"throttle_time": 0, "results": [_result(u, denied) for u in users]}
     pairs = Counter((c.name, c.mechanism) for c in changes)

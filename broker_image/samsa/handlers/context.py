@@ -14,6 +14,7 @@ from samsa.replica import ReplicaManager
 
 if TYPE_CHECKING:
     from samsa.controller import KafkaController
+    from samsa.security.authorizer import Authorizer
     from samsa.security.sasl import SaslServer
 
 
@@ -48,9 +49,8 @@ class BrokerServices:
     controller: KafkaController | None = None
     # SASL mechanisms and credentials; None when no listener uses SASL.
     sasl: SaslServer | None = None
-    # The authorizer's check of a cluster operation: None when allowed, else the error code
-    # (CLUSTER_AUTHORIZATION_FAILED). None here: no authorizer.
-    check_cluster: Callable[[RequestContext, str], Any] | None = None
+    # authorizer.class.name's ACL authorizer; None: everything is allowed.
+    authorizer: Authorizer | None = None
     # The listener brokers use among themselves (inter.broker.listener.name).
     inter_broker_listener: str = "PLAINTEXT"
     # A topic's deletion reached this broker: (name, partitions).

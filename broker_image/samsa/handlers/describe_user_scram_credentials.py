@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from samsa.handlers.authorization import cluster_allowed
 from samsa.handlers.context import BrokerServices, RequestContext
 from samsa.protocol.errors import ErrorCode
 from samsa.protocol.scram import MECHANISM_IDS
+from samsa.security.acl import AclOperation
 
 KEY = 50
 MIN_VERSION, MAX_VERSION = 0, 0
@@ -16,7 +18,11 @@ _IDS = {name: number for number, name in MECHANISM_IDS.items()}
 async def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> dict[str, Any]:
     assert services.sasl is not None
     store = services.sasl.store
-    denied = services.check_cluster(ctx, "DESCRIBE") if services.check_cluster else None
+    denied = (
+        None
+        if cluster_allowed(services, ctx, AclOperation.DESCRIBE)
+        else ErrorCode.cluster_authorization_failed
+    )
     if denied is not None:
         return {"throttle_time": 0, "error_code": denied, "error_message": None, "results": []}
     asked = None if request.users is None else [u.name for u in request.users]

@@ -5,10 +5,17 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from samsa.handlers.authorization import (
+    NOT_PROVIDED,
+    cluster_allowed,
+    operations,
+    topic_allowed,
+)
 from samsa.handlers.context import BrokerServices, RequestContext
 from samsa.handlers.topic_admin import auto_create_topic
 from samsa.metadata import TopicMetadata, validate_topic_name
 from samsa.protocol.errors import ErrorCode, KafkaApiError
+from samsa.security.acl import AclOperation, ResourceType
 
 KEY = 3
 MIN_VERSION, MAX_VERSION = 0, 13
@@ -42,14 +49,16 @@ def _partitions(
     return out
 
 
-def _topic_entry(services: BrokerServices, topic: TopicMetadata, listener: str) -> dict[str, Any]:
+def _topic_entry(
+    services: BrokerServices, topic: TopicMetadata, listener: str, ops: int = NOT_PROVIDED
+) -> dict[str, Any]:
     return {
         "error_code": ErrorCode.none,
         "name": topic.name,
         "topic_id": topic.topic_id,
         "is_internal": topic.internal,
         "partitions": _partitions(services, topic, listener),
-        "topic_authorized_operations": NO_AUTHORIZED_OPERATIONS,
+        "topic_authorized_operations": ops,
     }
 
 
@@ -65,7 +74,10 @@ def _error_entry(name: str | None, topic_id: uuid.UUID | None, code: ErrorCode) 
 
 
 def _response(
-    services: BrokerServices, topics: list[dict[str, Any]], listener: str
+    services: BrokerServices,
+    topics: list[dict[str, Any]],
+    listener: str,
+    cluster_ops: int = NOT_PROVIDED,
 ) -> dict[str, Any]:
     cache = services.cache
     return {
@@ -77,7 +89,7 @@ def _response(
         "cluster_id": cache.cluster_id,
         "controller_id": cache.controller_id,
         "topics": topics,
-        "cluster_authorized_operations": NO_AUTHORIZED_OPERATIONS,
+        "cluster_authorized_operations": cluster_ops,
         "error_code": ErrorCode.none,
     }
 
@@ -86,9 +98,21 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     cache = services.cache
     listener = ctx.conn.listener
     requested = request.topics
+    with_ops = getattr(request, "include_topic_authorized_operations", False)
+
+    def entry(topic: TopicMetadata) -> dict[str, Any]:
+        ops = (
+            operations(services, ctx, ResourceType.TOPIC, topic.name) if with_ops else NOT_PROVIDED
+        )
+        return _topic_entry(services, topic, listener, ops)
+
+    def describable(name: str) -> bool:
+        return topic_allowed(services, ctx, AclOperation.DESCRIBE, name)
+
     if requested is None or (ctx.version == 0 and not requested):
-        topics = [_topic_entry(services, t, listener) for t in cache.topics()]
-        return _response(services, topics, listener)
+        # Only the topics this principal may describe.
+        topics = [entry(t) for t in cache.topics() if describable(t.name)]
+        return _response(services, topics, listener, _cluster_ops(services, ctx, request))
     allow_auto = getattr(request, "allow_auto_topic_creation", True)
     auto = allow_auto and services.dynamic_config()["auto.create.topics.enable"]
     entries: list[dict[str, Any] | None] = []
@@ -102,20 +126,42 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
             if name is None:
                 entries.append(_error_entry(None, topic_id, ErrorCode.unknown_topic_id))
                 continue
+        if name and not describable(name):
+            entries.append(_error_entry(name, None, ErrorCode.topic_authorization_failed))
+            continue
         topic = cache.topic(name) if name else None
         if topic is not None:
-            entries.append(_topic_entry(services, topic, listener))
+            entries.append(entry(topic))
             continue
         if name and validate_topic_name(name) is not None:
             entries.append(_error_entry(name, None, ErrorCode.invalid_topic_exception))
+        elif name and auto and not _may_create(services, ctx, name):
+            entries.append(_error_entry(name, None, ErrorCode.topic_authorization_failed))
         elif name and auto:
             to_create.append((len(entries), name))
             entries.append(None)
         else:
             entries.append(_error_entry(name, None, ErrorCode.unknown_topic_or_partition))
     if not to_create:
-        return _response(services, [e for e in entries if e is not None], listener)
+        return _response(
+            services,
+            [e for e in entries if e is not None],
+            listener,
+            _cluster_ops(services, ctx, request),
+        )
     return _auto_create(services, entries, to_create, listener)
+
+
+def _may_create(services: BrokerServices, ctx: RequestContext, name: str) -> bool:
+    return cluster_allowed(services, ctx, AclOperation.CREATE) or topic_allowed(
+        services, ctx, AclOperation.CREATE, name
+    )
+
+
+def _cluster_ops(services: BrokerServices, ctx: RequestContext, request: Any) -> int:
+    if getattr(request, "include_cluster_authorized_operations", False):
+        return operations(services, ctx, ResourceType.CLUSTER)
+    return NOT_PROVIDED
 
 
 async def _auto_create(
