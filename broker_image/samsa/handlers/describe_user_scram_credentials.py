@@ -25,7 +25,8 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
     )
     if denied is not None:
         return {"throttle_time": 0, "error_code": denied, "error_message": None, "results": []}
-    asked = None if request.users is None else [u.name for u in request.users]
+    # Null or empty: every user, as Kafka answers.
+    asked = [u.name for u in request.users] if request.users else None
     names = asked if asked is not None else await store.users()
     results = []
     for name in dict.fromkeys(names):

@@ -129,7 +129,7 @@ DIFFERENCES: tuple[Difference, ...] = (
             "and the ACL and SCRAM admin APIs check Kafka's operations (docs/security.md); the "
             "other group APIs, ListOffsets, DeleteTopics, CreatePartitions, DeleteRecords, the "
             "config APIs and the controller's requests do not yet. DescribeGroups and "
-            "DescribeCluster answer authorized operations with \"not provided\" (-2147483648). "
+            'DescribeCluster answer authorized operations with "not provided" (-2147483648). '
             "ACLs written by another broker are seen within 2 s (no /kafka-acl-changes)."
         ),
     ),
