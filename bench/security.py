@@ -8,6 +8,7 @@ import json
 import os
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from confluent_kafka.admin import (
     AdminClient,
@@ -46,7 +47,7 @@ def _secured(pki: Pki) -> tuple[dict[str, str], dict[str, str]]:
 
 
 def _prepare(bootstrap: str, client: dict[str, str], topic: str) -> None:
-    conf = {"bootstrap.servers": bootstrap}
+    conf: dict[str, Any] = {"bootstrap.servers": bootstrap}
     if client:
         conf |= client | {"sasl.mechanism": "PLAIN", "sasl.username": "admin"}
         conf["sasl.password"] = "admin-pw"
