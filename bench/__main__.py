@@ -23,6 +23,7 @@ from bench import (
     operations,
     peers,
     replication,
+    security,
     spark_read,
 )
 from bench.table import Row, print_table
@@ -53,6 +54,11 @@ COMPONENTS: dict[str, tuple[str, Callable[[bool], list[Row]]]] = {
     "cold_start": (
         "Cold start: a standalone broker from `samsa broker` until it serves, and its imports",
         cold_start.run,
+    ),
+    "security": (
+        "Security: one broker, librdkafka, 1 KB records, 6 partitions; PLAINTEXT beside "
+        "SASL_SSL with SCRAM-SHA-512",
+        security.run,
     ),
     "spark": (
         "Spark: rows read into local[2] Spark from a 6-partition topic, beside Parquet",

@@ -7,11 +7,17 @@ Benchmark's Kafka driver does.
 
 from __future__ import annotations
 
+import json
+import os
 import time
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, Producer, TopicPartition
 
 from bench.clients.common import Latencies, Pacer, Probe, emit, filler, now_ns, stamp_of, stamped
+
+# Client security settings (security.protocol, sasl.*, ssl.*) for every client, as JSON: the
+# harness sets it for a run against a secured listener (bench.security).
+SECURITY = json.loads(os.environ.get("BENCH_KAFKA_SECURITY", "{}"))
 
 THROUGHPUT_PRODUCER = {
     "linger.ms": 5,
@@ -43,6 +49,7 @@ def produce(
     producer = Producer(
         {
             "bootstrap.servers": endpoint,
+            **SECURITY,
             "acks": acks,
             **THROUGHPUT_PRODUCER,
             "enable.idempotence": idempotence,
@@ -80,7 +87,7 @@ def produce(
 
 
 def _consumer(endpoint: str, stream: str) -> tuple[Consumer, int]:
-    consumer = Consumer({"bootstrap.servers": endpoint, **CONSUMER})
+    consumer = Consumer({"bootstrap.servers": endpoint, **SECURITY, **CONSUMER})
     partitions = _partitions(consumer, stream)
     consumer.assign([TopicPartition(stream, p, OFFSET_BEGINNING) for p in range(partitions)])
     return consumer, partitions
@@ -113,6 +120,7 @@ def e2e_produce(
     producer = Producer(
         {
             "bootstrap.servers": endpoint,
+            **SECURITY,
             "acks": acks,
             "linger.ms": 1,
             "batch.size": 1_000_000,
@@ -164,6 +172,7 @@ def probe(endpoint: str, stream: str, probe_state: Probe) -> dict:
     producer = Producer(
         {
             "bootstrap.servers": endpoint,
+            **SECURITY,
             "acks": "all",
             "linger.ms": 0,
             "message.timeout.ms": 2000,

@@ -17,7 +17,7 @@ from typing import Any
 
 from kazoo.client import KazooState
 
-from samsa.client import ConnectionPool
+from samsa.client import ClientSecurity, ConnectionPool
 from samsa.config import KafkaConfig
 from samsa.controller import KafkaController
 from samsa.controller.channel import ControllerChannelManager
@@ -37,8 +37,16 @@ CONTROLLER_MOVE_CHECK_S = 0.1
 
 
 class ClusterMembership:
-    def __init__(self, config: KafkaConfig, broker: BrokerInfo, inter_broker: str) -> None:
+    def __init__(
+        self,
+        config: KafkaConfig,
+        broker: BrokerInfo,
+        inter_broker: str,
+        security: ClientSecurity | None = None,
+    ) -> None:
         self.config = config
+        # How this broker reaches the others' inter-broker listener (TLS, SASL).
+        self.security = security
         self.broker = broker
         self.inter_broker = inter_broker
         timeout = config["zookeeper.connection.timeout.ms"]
@@ -85,9 +93,13 @@ class ClusterMembership:
         self.dynamic_config = dynamic_config
         self.cache = cache
         self.replica_manager = replica_manager
-        self.pool = ConnectionPool(self.address_of, client_id=f"broker-{self.broker.id}-fetcher")
+        self.pool = ConnectionPool(
+            self.address_of, client_id=f"broker-{self.broker.id}-fetcher", security=self.security
+        )
         self.controller_pool = ConnectionPool(
-            self.address_of, client_id=f"broker-{self.broker.id}-alter-partition"
+            self.address_of,
+            client_id=f"broker-{self.broker.id}-alter-partition",
+            security=self.security,
         )
         replica_manager.fetcher_manager = ReplicaFetcherManager(
             FetcherConfig(
@@ -155,7 +167,11 @@ class ClusterMembership:
 
     async def start_controller(self) -> KafkaController:
         channel = ControllerChannelManager(
-            ConnectionPool(self._registered_address, client_id=f"controller-{self.broker.id}"),
+            ConnectionPool(
+                self._registered_address,
+                client_id=f"controller-{self.broker.id}",
+                security=self.security,
+            ),
             self.config["controller.socket.timeout.ms"] / 1000,
         )
         self.controller = KafkaController(self.zk, self.broker.id, channel, self.dynamic_config)
@@ -195,7 +211,9 @@ class ClusterMembership:
             return False
         retries = self.config["controlled.shutdown.max.retries"]
         backoff = self.config["controlled.shutdown.retry.backoff.ms"] / 1000
-        pool = ConnectionPool(self.address_of, client_id=f"broker-{self.broker.id}-shutdown")
+        pool = ConnectionPool(
+            self.address_of, client_id=f"broker-{self.broker.id}-shutdown", security=self.security
+        )
         try:
             for attempt in range(retries + 1):
                 controller_id = self.cache.controller_id

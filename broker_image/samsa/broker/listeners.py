@@ -7,8 +7,9 @@ inter.broker.listener.name, read into one plan of sockets to open and addresses 
     inter.broker.listener.name=INTERNAL
 
 Clients are told the addresses of the listener they connected to; brokers talk to each other
-on the inter-broker listener.  Only PLAINTEXT is offered: TLS and SASL are refused here, at
-start-up, with a message, rather than half-served.
+on the inter-broker listener (security.inter.broker.protocol names it by its protocol
+instead, as in Kafka). Each listener's security protocol is PLAINTEXT, SSL, SASL_PLAINTEXT or
+SASL_SSL; the TLS and SASL settings themselves are read by samsa.security.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from samsa.broker.properties import parse_listener
 from samsa.config import ConfigError, KafkaConfig
 from samsa.metadata import Endpoint
 
-SUPPORTED_PROTOCOLS = ("PLAINTEXT",)
+SUPPORTED_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 # A listener named after a protocol uses it unless the map says otherwise (Kafka's default map).
 KAFKA_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 
@@ -31,6 +32,11 @@ class ListenerPlan:
     bind: tuple[Endpoint, ...]
     advertised: tuple[Endpoint, ...]
     inter_broker: str
+    # listener name -> security protocol
+    protocols: tuple[tuple[str, str], ...] = ()
+
+    def protocol(self, name: str) -> str:
+        return dict(self.protocols).get(name, "PLAINTEXT")
 
     def advertised_for(self, name: str, bound_port: int) -> Endpoint:
         """A listener's advertised endpoint; its port is the bound one when it was 0."""
@@ -70,8 +76,10 @@ def listener_plan(config: KafkaConfig) -> ListenerPlan:
                     "listener.security.protocol.map", f"{item!r} is not NAME:PROTOCOL"
                 )
             protocols[name.strip()] = protocol.strip().upper()
+    resolved: dict[str, str] = {}
     for name in names:
         protocol = protocols.get(name, name if name in KAFKA_PROTOCOLS else "")
+        resolved[name] = protocol
         if not protocol:
             raise ConfigError(
                 "listener.security.protocol.map",
@@ -80,7 +88,7 @@ def listener_plan(config: KafkaConfig) -> ListenerPlan:
         if protocol not in SUPPORTED_PROTOCOLS:
             raise ConfigError(
                 "listener.security.protocol.map",
-                f"listener {name} uses {protocol}; only PLAINTEXT is supported",
+                f"listener {name} uses {protocol}, not one of {', '.join(SUPPORTED_PROTOCOLS)}",
             )
     ports = [e.port for e in bind if e.port]
     if len(ports) != len(set(ports)):
@@ -101,7 +109,18 @@ def listener_plan(config: KafkaConfig) -> ListenerPlan:
         a = given.get(e.listener, e)
         host = "127.0.0.1" if a.host in ("0.0.0.0", "::", "") else a.host
         advertised.append(Endpoint(e.listener, host, a.port))
-    inter = config["inter.broker.listener.name"] or names[0]
+    inter = config["inter.broker.listener.name"]
+    by_protocol = config["security.inter.broker.protocol"]
+    if inter and by_protocol:
+        raise ConfigError(
+            "security.inter.broker.protocol",
+            "give only one of inter.broker.listener.name and security.inter.broker.protocol",
+        )
+    if by_protocol:
+        inter = next((n for n in names if resolved[n] == by_protocol.upper()), "")
+        if not inter:
+            raise ConfigError("security.inter.broker.protocol", f"no listener uses {by_protocol}")
+    inter = inter or names[0]
     if inter not in names:
         raise ConfigError("inter.broker.listener.name", f"{inter} is not among the listeners")
-    return ListenerPlan(tuple(bind), tuple(advertised), inter)
+    return ListenerPlan(tuple(bind), tuple(advertised), inter, tuple(resolved.items()))

@@ -43,6 +43,11 @@ from samsa.metadata.producer_ids import (
 )
 from samsa.network import Connection, SocketServer
 from samsa.replica import Partition, ReplicaManager
+from samsa.security.authorizer import Authorizer
+from samsa.security.channels import inter_broker_security, listener_ssl_context
+from samsa.security.sasl import SaslServer
+from samsa.security.session import SASL_PROTOCOLS
+from samsa.security.store import LocalSecurityStore, SecurityStore, ZkSecurityStore
 
 if TYPE_CHECKING:
     # Imported where used: a standalone broker needs neither ZooKeeper (kazoo, the inter-broker
@@ -95,6 +100,7 @@ class KafkaServer:
         self.group_coordinator: GroupCoordinator | None = None
         self.cluster: ClusterMembership | None = None
         self.producer_id_manager: ProducerIdManager | None = None
+        self.authorizer: Authorizer | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._stopped = asyncio.Event()
         self._background: set[asyncio.Task[int]] = set()
@@ -134,6 +140,24 @@ class KafkaServer:
             overrides.setdefault("segment.bytes", str(config["offsets.topic.segment.bytes"]))
         return config.log_config(overrides)
 
+    def _security_store(self) -> SecurityStore:
+        if self.cluster is not None:
+            return ZkSecurityStore(self.cluster.zk)
+        return LocalSecurityStore(self.data_dir)
+
+    async def _start_authorizer(self) -> None:
+        self.authorizer = Authorizer.from_config(self.config, self._security_store())
+        if self.authorizer is not None:
+            await self.authorizer.start(refresh=self.cluster is not None)
+
+    def _sasl_server(self) -> SaslServer:
+        """SASL settings checked now, so a bad mechanism stops start-up with its key named."""
+        sasl = SaslServer(self.config, self._security_store())
+        for bind in self.listeners.bind:
+            if self.listeners.protocol(bind.listener) in SASL_PROTOCOLS:
+                sasl.mechanisms(bind.listener)
+        return sasl
+
     @property
     def clustered(self) -> bool:
         return bool(self.config["zookeeper.connect"])
@@ -145,6 +169,7 @@ class KafkaServer:
         late = _LateHandler()
         endpoints = []
         for bind in self.listeners.bind:
+            protocol = self.listeners.protocol(bind.listener)
             server = SocketServer(
                 late,
                 bind.host,
@@ -152,6 +177,8 @@ class KafkaServer:
                 max_request_size=config["socket.request.max.bytes"],
                 name=bind.listener,
                 on_connection_change=self.metrics.connections.inc,
+                ssl_context=listener_ssl_context(config, bind.listener, protocol),
+                security_protocol=protocol,
             )
             await server.start(serving=False)
             self.socket_servers[bind.listener] = server
@@ -198,6 +225,7 @@ class KafkaServer:
         self.log_cleaner = self._start_log_cleaner()
         self.producer_id_manager = ProducerIdManager(config.broker_id, self._producer_id_blocks())
         self.producer_id_manager.start()
+        await self._start_authorizer()
         services = BrokerServices(
             config=config,
             broker=broker,
@@ -212,6 +240,8 @@ class KafkaServer:
             on_topic_deleted=self._on_topic_deleted,
             inter_broker_listener=self.listeners.inter_broker,
             producer_id_manager=self.producer_id_manager,
+            sasl=self._sasl_server(),
+            authorizer=self.authorizer,
         )
         late.target = KafkaApis(services, default_apis())
         for server in self.socket_servers.values():
@@ -257,7 +287,13 @@ class KafkaServer:
         from samsa.broker.cluster import ClusterMembership
         from samsa.metadata.zk_store import ZkMetadataStore
 
-        self.cluster = ClusterMembership(self.config, broker, self.listeners.inter_broker)
+        inter = self.listeners.inter_broker
+        self.cluster = ClusterMembership(
+            self.config,
+            broker,
+            inter,
+            inter_broker_security(self.config, inter, self.listeners.protocol(inter)),
+        )
         await self.cluster.connect()
         recorded = read_meta_properties(self.data_dir).get("cluster.id")
         proposed = recorded or self.config["cluster.id"] or new_cluster_id()
@@ -489,6 +525,8 @@ class KafkaServer:
                 await self.cluster.controlled_shutdown()
             except Exception:
                 log.exception("controlled shutdown failed; stopping anyway")
+        if self.authorizer is not None:
+            await self.authorizer.stop()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:

@@ -36,6 +36,7 @@ def register_tools() -> typer.Typer:
     for module in (
         "samsa.cli.topics",
         "samsa.cli.groups",
+        "samsa.cli.security",
         "samsa.cli.produce",
         "samsa.cli.consume",
         "samsa.cli.local",

@@ -6,7 +6,7 @@ ControlledShutdown), and by the CLI and operator for the admin APIs no well-kept
 library covers (ElectLeaders, partition reassignments).
 """
 
-from samsa.client.connection import BrokerConnection, ConnectionClosed
+from samsa.client.connection import BrokerConnection, ClientSecurity, ConnectionClosed
 from samsa.client.pool import ConnectionPool
 
-__all__ = ["BrokerConnection", "ConnectionClosed", "ConnectionPool"]
+__all__ = ["BrokerConnection", "ClientSecurity", "ConnectionClosed", "ConnectionPool"]

@@ -11,8 +11,10 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import ssl
 import struct
 from collections import OrderedDict
+from dataclasses import dataclass
 from typing import Any
 
 from samsa.protocol.messages import decode_response, encode_request
@@ -28,11 +30,28 @@ class ConnectionClosed(ConnectionError):
     """The connection is gone; the request may or may not have reached the broker."""
 
 
+@dataclass(frozen=True)
+class ClientSecurity:
+    """How to reach a secured listener: TLS, SASL (mechanism, username, password), or both."""
+
+    ssl_context: ssl.SSLContext | None = None
+    sasl_mechanism: str | None = None
+    username: str = ""
+    password: str = ""
+
+
 class BrokerConnection:
-    def __init__(self, host: str, port: int, client_id: str = "samsa") -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        client_id: str = "samsa",
+        security: ClientSecurity | None = None,
+    ) -> None:
         self.host = host
         self.port = port
         self.client_id = client_id
+        self.security = security
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._pending: OrderedDict[int, tuple[int, int, asyncio.Future[Any]]] = OrderedDict()
@@ -47,11 +66,24 @@ class BrokerConnection:
     async def connect(self, timeout_s: float = 5.0) -> BrokerConnection:
         # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow a cancellation
         # that arrives as the awaited operation completes, leaving the caller uncancellable.
+        tls = self.security.ssl_context if self.security else None
         async with asyncio.timeout(timeout_s):
             self._reader, self._writer = await asyncio.open_connection(
-                self.host, self.port, limit=1 << 20
+                self.host,
+                self.port,
+                limit=1 << 20,
+                ssl=tls,
+                server_hostname=self.host if tls else None,
             )
         self._read_task = asyncio.create_task(self._read_loop())
+        if self.security is not None and self.security.sasl_mechanism:
+            from samsa.client.sasl import authenticate
+
+            try:
+                await authenticate(self, self.security, timeout_s)
+            except BaseException:
+                self.close()
+                raise
         return self
 
     async def request(self, api_key: int, version: int, body: Any, timeout_s: float = 30.0) -> Any:

@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from samsa.client.connection import BrokerConnection
+from samsa.client.connection import BrokerConnection, ClientSecurity
 
 
 class ConnectionPool:
@@ -17,7 +17,9 @@ class ConnectionPool:
         address_of: Callable[[int], tuple[str, int] | None],
         client_id: str = "samsa",
         connect_timeout: float = 5.0,
+        security: ClientSecurity | None = None,
     ) -> None:
+        self.security = security
         self._address_of = address_of
         self.client_id = client_id
         self.connect_timeout = connect_timeout
@@ -38,7 +40,7 @@ class ConnectionPool:
                 return conn
             if conn is not None:
                 conn.close()
-            conn = BrokerConnection(address[0], address[1], self.client_id)
+            conn = BrokerConnection(address[0], address[1], self.client_id, self.security)
             await conn.connect(self.connect_timeout)
             self._conns[broker_id] = conn
             return conn

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from samsa.config.defs import LONG_MAX, ConfigDef, ConfigError, ConfigKey
+from samsa.config.security import SECURITY_KEYS, is_listener_key, split_listener_key
 from samsa.config.topic import BROKER_SYNONYMS, CLEANUP_POLICIES, TIMESTAMP_TYPES, LogConfig
 
 BROKER_CONFIG = ConfigDef(
@@ -145,6 +146,7 @@ BROKER_CONFIG = ConfigDef(
         ConfigKey("max.incremental.fetch.session.cache.slots", "int", 1000, minimum=0),
         ConfigKey("fetch.max.bytes", "int", 57_671_680, minimum=1024),
         ConfigKey("cluster.id", "string", None, nullable=True),
+        *SECURITY_KEYS,
     ]
 )
 
@@ -153,8 +155,25 @@ class KafkaConfig:
     """Parsed broker properties; attribute access by Kafka name through ``get``/``[]``."""
 
     def __init__(self, props: Mapping[str, Any] | None = None) -> None:
-        parsed = BROKER_CONFIG.parse(dict(props or {}))
-        self.originals: dict[str, Any] = parsed
+        props = dict(props or {})
+        # listener.name.<l>.<key>: a listener's own TLS and SASL settings.
+        self.listener_overrides: dict[str, dict[str, Any]] = {}
+        for name in [n for n in props if split_listener_key(n)]:
+            listener, key = split_listener_key(name) or ("", "")
+            raw = props.pop(name)
+            if not is_listener_key(key):
+                raise ConfigError(name, "not a setting a listener can override")
+            value = BROKER_CONFIG[key].parse(raw) if key in BROKER_CONFIG else str(raw)
+            self.listener_overrides.setdefault(listener.lower(), {})[key] = value
+        parsed = BROKER_CONFIG.parse(props)
+        self.originals: dict[str, Any] = {
+            **parsed,
+            **{
+                f"listener.name.{listener}.{key}": value
+                for listener, values in self.listener_overrides.items()
+                for key, value in values.items()
+            },
+        }
         self.values: dict[str, Any] = {**BROKER_CONFIG.defaults(), **parsed}
         self._validate()
 
@@ -167,6 +186,12 @@ class KafkaConfig:
 
     def get(self, name: str, default: Any = None) -> Any:
         return self.values.get(name, default)
+
+    def for_listener(self, listener: str, name: str) -> Any:
+        """A setting as a listener sees it: its ``listener.name.<l>.`` override, else the
+        broker-wide value."""
+        values = self.listener_overrides.get(listener.lower(), {})
+        return values[name] if name in values else self.values.get(name)
 
     def with_overrides(self, props: Mapping[str, Any]) -> KafkaConfig:
         return KafkaConfig({**self.originals, **props})

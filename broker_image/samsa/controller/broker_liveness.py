@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from samsa.client import BrokerConnection
+from samsa.client import BrokerConnection, ClientSecurity
 from samsa.metadata.zk_client import RegisteredBroker
 from samsa.protocol.messages import build, request_type
 
@@ -111,7 +111,9 @@ class BrokerProber:
         interval_s: float,
         timeout_s: float,
         client_id: str,
+        security: ClientSecurity | None = None,
     ) -> None:
+        self.security = security
         self.address_of = address_of
         self.on_dead = on_dead
         self.on_back = on_back
@@ -180,7 +182,9 @@ class BrokerProber:
             if conn is None or conn.closed or (conn.host, conn.port) != address:
                 if conn is not None:
                     conn.close()
-                conn = await BrokerConnection(*address, self.client_id).connect(self.timeout_s)
+                conn = await BrokerConnection(*address, self.client_id, self.security).connect(
+                    self.timeout_s
+                )
             await conn.request(_API_VERSIONS, 0, _PROBE, self.timeout_s)
             return Probe.ANSWERED, conn
         except TimeoutError:

@@ -99,6 +99,7 @@ class KafkaController:
                 interval,
                 timeout_s=max(1.0, 4 * interval),
                 client_id=f"liveness-{self.broker_id}",
+                security=self.channel.pool.security,
             )
         self.zk.add_state_listener(self._on_session_state)
         self._watches.append(

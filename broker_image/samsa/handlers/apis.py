@@ -22,6 +22,9 @@ from samsa.protocol.messages import (
     response_type,
 )
 from samsa.protocol.pipelining import Deferred
+from samsa.security.sasl import SaslAuthenticationError
+from samsa.security.session import PRE_AUTHENTICATION_APIS as PRE_AUTH
+from samsa.security.session import ConnectionSession
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +64,9 @@ class KafkaApis:
         self, frame: bytes | memoryview, conn: ClientConnection
     ) -> Chunks | Awaitable[Any] | Deferred | None:
         started = time.perf_counter()
+        session = getattr(conn, "session", None)
+        if session is not None and not session.authenticated and session.raw_tokens:
+            return self._raw_token(session, frame, conn)
         try:
             key, version, correlation_id = peek_api(frame)
         except InvalidRequestError as exc:
@@ -69,6 +75,11 @@ class KafkaApis:
         api = self.table.get(key)
         if api is None:
             log.info("closing connection from %s: unknown API key %d", conn.peer, key)
+            raise CloseConnection
+        if session is not None and not session.authenticated and key not in PRE_AUTH:
+            log.info(
+                "closing connection from %s: %s before SASL authentication", conn.peer, api.name
+            )
             raise CloseConnection
         if not api.min_version <= version <= api.max_version:
             if key == API_VERSIONS_KEY:
@@ -107,10 +118,24 @@ class KafkaApis:
             return self._finish_later(api, ctx, result, started)
         return self._finish(api, ctx, result, started)
 
+    async def _raw_token(
+        self, session: ConnectionSession, frame: bytes | memoryview, conn: ClientConnection
+    ) -> Chunks:
+        """A bare SASL token after SaslHandshake v0: answered bare, or the connection closes."""
+        assert self.services.sasl is not None
+        try:
+            token = await self.services.sasl.step(session, conn.listener, bytes(frame))
+        except SaslAuthenticationError as exc:
+            log.info("closing connection from %s: %s", conn.peer, exc)
+            raise CloseConnection from None
+        session.raw_tokens = not session.authenticated
+        return [len(token).to_bytes(4, "big"), token]
+
     def _finish(
         self, api: Api, ctx: RequestContext, result: HandlerResult, started: float
     ) -> Chunks | None:
         self.services.on_request(api.name, time.perf_counter() - started)
+
         if result is None:
             return None
         if isinstance(result, (list, tuple)):

@@ -21,5 +21,9 @@ CLUSTER = _bits(
 )
 
 
+#: by Kafka's resource type codes (topic 2, group 3, cluster 4)
+SUPPORTED = {2: TOPIC, 3: GROUP, 4: CLUSTER}
+
+
 def operations(requested: object, supported: int) -> int:
     return supported if requested else NOT_REQUESTED

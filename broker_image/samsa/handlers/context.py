@@ -14,6 +14,8 @@ from samsa.replica import ReplicaManager
 
 if TYPE_CHECKING:
     from samsa.controller import KafkaController
+    from samsa.security.authorizer import Authorizer
+    from samsa.security.sasl import SaslServer
 
 
 class ClientConnection(Protocol):
@@ -45,6 +47,10 @@ class BrokerServices:
     api_table: dict[int, Any] = field(default_factory=dict)
     # Cluster mode: this broker's controller (active or not); None standalone.
     controller: KafkaController | None = None
+    # SASL mechanisms and credentials; None when no listener uses SASL.
+    sasl: SaslServer | None = None
+    # authorizer.class.name's ACL authorizer; None: everything is allowed.
+    authorizer: Authorizer | None = None
     # The listener brokers use among themselves (inter.broker.listener.name).
     inter_broker_listener: str = "PLAINTEXT"
     # A topic's deletion reached this broker: (name, partitions).

@@ -7,6 +7,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from samsa.handlers.authorization import cluster_allowed, topic_allowed
 from samsa.handlers.context import BrokerServices, RequestContext
 from samsa.handlers.topic_admin import (
     answer_when_led,
@@ -17,6 +18,7 @@ from samsa.handlers.topic_admin import (
 )
 from samsa.metadata import TopicMetadata
 from samsa.protocol.errors import ErrorCode, KafkaApiError
+from samsa.security.acl import AclOperation
 
 ZERO_UUID = uuid.UUID(int=0)
 KEY = 19
@@ -55,6 +57,12 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
                     f"Create topics request from client contains duplicate topic name '{name}'.",
                 )
             )
+            continue
+        if not (
+            cluster_allowed(services, ctx, AclOperation.CREATE)
+            or topic_allowed(services, ctx, AclOperation.CREATE, name)
+        ):
+            results.append(_result(name, ErrorCode.topic_authorization_failed, None))
             continue
         assignments = {a.partition_index: list(a.broker_ids) for a in topic.assignments}
         configs = {c.name: c.value for c in topic.configs}

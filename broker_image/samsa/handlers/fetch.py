@@ -11,12 +11,14 @@ import asyncio
 import uuid
 from typing import Any
 
+from samsa.handlers.authorization import cluster_allowed, topic_allowed
 from samsa.handlers.context import BrokerServices, RequestContext
 from samsa.metadata import TopicPartition
 from samsa.protocol.errors import ErrorCode
 from samsa.protocol.fast import FetchPartitionResult, FetchTopicResult, encode_fetch_response
 from samsa.protocol.messages import ms
 from samsa.replica import FetchPartitionRequest, FetchPartitionResponse
+from samsa.security.acl import AclOperation
 
 KEY = 1
 MIN_VERSION, MAX_VERSION = 4, 18
@@ -44,13 +46,25 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     # Partitions keep the request's order; unknown ones are answered with an error.
     order: list[tuple[str | None, uuid.UUID, int, int | None]] = []
     reads: list[FetchPartitionRequest] = []
+    # Followers fetch with CLUSTER_ACTION on the cluster, consumers with READ on each topic.
+    follower_allowed = replica_id < 0 or cluster_allowed(services, ctx, AclOperation.CLUSTER_ACTION)
     for topic in request.topics:
         topic_id = getattr(topic, "topic_id", None) or ZERO_UUID
         name = getattr(topic, "topic", None)
         if name is None:
             name = cache.topic_name(topic_id)
         meta = cache.topic(name) if name is not None else None
+        denied = meta is not None and not (
+            follower_allowed
+            if replica_id >= 0
+            else topic_allowed(services, ctx, AclOperation.READ, meta.name)
+        )
         for p in topic.partitions:
+            if denied:
+                order.append(
+                    (name, topic_id, p.partition, ErrorCode.topic_authorization_failed.value)
+                )
+                continue
             if meta is None:
                 code = (
                     ErrorCode.unknown_topic_id
@@ -138,7 +152,8 @@ def _encode(
             current = FetchTopicResult(name or "", topic_id, [])
             topics.append(current)
         if error is not None:
-            current.partitions.append(FetchPartitionResult(partition, error, -1, -1, -1, None))
+            # Empty records, not null, as Kafka (librdkafka rejects a null record set).
+            current.partitions.append(FetchPartitionResult(partition, error, -1, -1, -1, b""))
             continue
         r = next(it)
         if r.records:

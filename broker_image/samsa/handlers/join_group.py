@@ -5,9 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from samsa.coordinator import JoinResult
+from samsa.handlers.authorization import group_allowed
 from samsa.handlers.context import BrokerServices, RequestContext
 from samsa.handlers.groups import NOT_AVAILABLE, client_host, client_id, coordinator
+from samsa.protocol.errors import ErrorCode
 from samsa.protocol.messages import ms
+from samsa.security.acl import AclOperation
 
 KEY = 11
 MIN_VERSION, MAX_VERSION = 0, 9
@@ -39,6 +42,10 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
     group_coordinator = coordinator(services)
     if group_coordinator is None:
         return _response(ctx, JoinResult.failed(request.member_id, NOT_AVAILABLE))
+    if not group_allowed(services, ctx, AclOperation.READ, request.group_id):
+        return _response(
+            ctx, JoinResult.failed(request.member_id, ErrorCode.group_authorization_failed)
+        )
     session_timeout = ms(request.session_timeout)
     instance_id = getattr(request, "group_instance_id", None)
     result = await group_coordinator.join_group(

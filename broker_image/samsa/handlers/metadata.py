@@ -5,11 +5,17 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from samsa.handlers import authorized
+from samsa.handlers.authorization import (
+    NOT_PROVIDED,
+    cluster_allowed,
+    operations,
+    topic_allowed,
+)
 from samsa.handlers.context import BrokerServices, RequestContext
 from samsa.handlers.topic_admin import auto_create_topic
 from samsa.metadata import TopicMetadata, validate_topic_name
 from samsa.protocol.errors import ErrorCode, KafkaApiError
+from samsa.security.acl import AclOperation, ResourceType
 
 KEY = 3
 MIN_VERSION, MAX_VERSION = 0, 13
@@ -42,13 +48,16 @@ def _partitions(
     return out
 
 
-def _topic_entry(services: BrokerServices, topic: TopicMetadata, listener: str) -> dict[str, Any]:
+def _topic_entry(
+    services: BrokerServices, topic: TopicMetadata, listener: str, ops: int = NOT_PROVIDED
+) -> dict[str, Any]:
     return {
         "error_code": ErrorCode.none,
         "name": topic.name,
         "topic_id": topic.topic_id,
         "is_internal": topic.internal,
         "partitions": _partitions(services, topic, listener),
+        "topic_authorized_operations": ops,
     }
 
 
@@ -63,7 +72,10 @@ def _error_entry(name: str | None, topic_id: uuid.UUID | None, code: ErrorCode) 
 
 
 def _response(
-    services: BrokerServices, topics: list[dict[str, Any]], listener: str
+    services: BrokerServices,
+    topics: list[dict[str, Any]],
+    listener: str,
+    cluster_ops: int = NOT_PROVIDED,
 ) -> dict[str, Any]:
     cache = services.cache
     return {
@@ -75,6 +87,7 @@ def _response(
         "cluster_id": cache.cluster_id,
         "controller_id": cache.controller_id,
         "topics": topics,
+        "cluster_authorized_operations": cluster_ops,
         "error_code": ErrorCode.none,
     }
 
@@ -82,23 +95,27 @@ def _response(
 def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     result = _handle(services, ctx, request)
     if isinstance(result, dict):
-        return _with_operations(result, request)
+        return _with_operations(services, ctx, request, result)
 
     async def finish() -> dict[str, Any]:
-        return _with_operations(await result, request)
+        return _with_operations(services, ctx, request, await result)
 
     return finish()
 
 
-def _with_operations(response: dict[str, Any], request: Any) -> dict[str, Any]:
-    topic_ops = authorized.operations(
-        getattr(request, "include_topic_authorized_operations", False), authorized.TOPIC
-    )
-    for topic in response["topics"]:
-        topic["topic_authorized_operations"] = topic_ops
-    response["cluster_authorized_operations"] = authorized.operations(
-        getattr(request, "include_cluster_authorized_operations", False), authorized.CLUSTER
-    )
+def _with_operations(
+    services: BrokerServices, ctx: RequestContext, request: Any, response: dict[str, Any]
+) -> dict[str, Any]:
+    """KIP-430's fields, as Kafka fills them: on every topic entry the principal may describe,
+    errors included (a topic just auto-created among them), and on the cluster."""
+    if getattr(request, "include_topic_authorized_operations", False):
+        for topic in response["topics"]:
+            if topic["name"] and topic["error_code"] != ErrorCode.topic_authorization_failed:
+                topic["topic_authorized_operations"] = operations(
+                    services, ctx, ResourceType.TOPIC, topic["name"]
+                )
+    if getattr(request, "include_cluster_authorized_operations", False):
+        response["cluster_authorized_operations"] = operations(services, ctx, ResourceType.CLUSTER)
     return response
 
 
@@ -106,8 +123,16 @@ def _handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     cache = services.cache
     listener = ctx.conn.listener
     requested = request.topics
+
+    def entry(topic: TopicMetadata) -> dict[str, Any]:
+        return _topic_entry(services, topic, listener)
+
+    def describable(name: str) -> bool:
+        return topic_allowed(services, ctx, AclOperation.DESCRIBE, name)
+
     if requested is None or (ctx.version == 0 and not requested):
-        topics = [_topic_entry(services, t, listener) for t in cache.topics()]
+        # Only the topics this principal may describe.
+        topics = [entry(t) for t in cache.topics() if describable(t.name)]
         return _response(services, topics, listener)
     allow_auto = getattr(request, "allow_auto_topic_creation", True)
     auto = allow_auto and services.dynamic_config()["auto.create.topics.enable"]
@@ -122,12 +147,17 @@ def _handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
             if name is None:
                 entries.append(_error_entry(None, topic_id, ErrorCode.unknown_topic_id))
                 continue
+        if name and not describable(name):
+            entries.append(_error_entry(name, None, ErrorCode.topic_authorization_failed))
+            continue
         topic = cache.topic(name) if name else None
         if topic is not None:
-            entries.append(_topic_entry(services, topic, listener))
+            entries.append(entry(topic))
             continue
         if name and validate_topic_name(name) is not None:
             entries.append(_error_entry(name, None, ErrorCode.invalid_topic_exception))
+        elif name and auto and not _may_create(services, ctx, name):
+            entries.append(_error_entry(name, None, ErrorCode.topic_authorization_failed))
         elif name and auto:
             to_create.append((len(entries), name))
             entries.append(None)
@@ -136,6 +166,12 @@ def _handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     if not to_create:
         return _response(services, [e for e in entries if e is not None], listener)
     return _auto_create(services, entries, to_create, listener)
+
+
+def _may_create(services: BrokerServices, ctx: RequestContext, name: str) -> bool:
+    return cluster_allowed(services, ctx, AclOperation.CREATE) or topic_allowed(
+        services, ctx, AclOperation.CREATE, name
+    )
 
 
 async def _auto_create(

@@ -6,6 +6,7 @@ import asyncio
 from time import perf_counter
 from typing import Any
 
+from samsa.handlers.authorization import topic_allowed
 from samsa.handlers.context import BrokerServices, RequestContext
 from samsa.metadata import TopicPartition
 from samsa.protocol.errors import CloseConnection, ErrorCode
@@ -14,6 +15,7 @@ from samsa.protocol.messages import ms
 from samsa.protocol.pipelining import Deferred
 from samsa.protocol.produce_request import parse_produce_request
 from samsa.replica import ProducePartitionResponse
+from samsa.security.acl import AclOperation
 
 KEY = 0
 # v0-v2 carry message format v0/v1, which this broker does not store: they are advertised only
@@ -39,6 +41,7 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     transactional = request.transactional_id is not None
     for topic_data in request.topic_data:
         name = topic_data.name
+        writable = topic_allowed(services, ctx, AclOperation.WRITE, name)
         results = []
         for pdata in topic_data.partition_data:
             if bad_acks:
@@ -51,6 +54,10 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
                     ErrorCode.transactional_id_authorization_failed.value,
                     -1,
                     error_message="Transactions are not supported by this broker",
+                )
+            elif not writable:
+                result = ProducePartitionResult(
+                    pdata.index, ErrorCode.topic_authorization_failed.value, -1
                 )
             elif cache.topic(name) is None:
                 result = ProducePartitionResult(

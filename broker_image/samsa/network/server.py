@@ -6,6 +6,11 @@ once, and the answers to a burst of pipelined requests leave in one transport wr
 whose handler returns an awaitable (a long-polling fetch) holds the requests behind it until it
 completes. A Deferred one (acks=all waiting for the ISR: its records already appended) does
 not: the requests behind it are handled meanwhile and their answers queue behind its answer.
+
+A listener may serve TLS (an ssl.SSLContext from samsa.security): the transport then encrypts,
+so fetched file regions cannot go out by sendfile and are read into memory instead (Kafka's
+SSL channel copies them too). The connection's principal starts as the TLS client
+certificate's subject, or ANONYMOUS.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import contextlib
 import logging
 import os
 import socket
+import ssl
 import struct
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Sequence
@@ -23,6 +29,8 @@ from typing import Protocol, TypeAlias, cast
 from samsa.protocol.errors import CloseConnection
 from samsa.protocol.fileregion import FileRegion
 from samsa.protocol.pipelining import Deferred
+from samsa.security.principal import tls_principal
+from samsa.security.session import ConnectionSession
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +91,8 @@ class Connection(asyncio.BufferedProtocol):
         self.transport: asyncio.Transport | None = None
         self.peer: str = "?"
         self.listener: str = server.name
+        self.session = ConnectionSession.for_protocol(server.security_protocol)
+        self.tls = server.ssl_context is not None
 
     # asyncio callbacks
 
@@ -91,6 +101,8 @@ class Connection(asyncio.BufferedProtocol):
         self.transport = transport
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        if self.tls:
+            self.session.principal = tls_principal(transport.get_extra_info("peercert"))
         sock = transport.get_extra_info("socket")
         if sock is not None:
             with contextlib.suppress(OSError):
@@ -307,6 +319,12 @@ class Connection(asyncio.BufferedProtocol):
             return
         transport = self.transport
         small: list[Chunk] = []
+        if self.tls:
+            copied = _read_regions(chunks)
+            if copied is None:
+                self.close()
+                return
+            chunks = copied
         for i, chunk in enumerate(chunks):
             if isinstance(chunk, FileRegion):
                 _write_joined(transport, small)
@@ -321,6 +339,9 @@ class Connection(asyncio.BufferedProtocol):
             else:
                 small.append(chunk)
         _write_joined(transport, small)
+        if self.session.close_after_response:
+            # A refused authentication: answered, then closed (the transport flushes first).
+            self.close()
 
     async def _send_backlog(self) -> None:
         loop = asyncio.get_running_loop()
@@ -365,6 +386,21 @@ class Connection(asyncio.BufferedProtocol):
                 self.transport.close()
 
 
+def _read_regions(chunks: Sequence[Chunk]) -> list[Chunk] | None:
+    """File regions read into bytes, for a transport that cannot sendfile (TLS); None when a
+    file shrank under us (a truncated log) and the frame cannot be finished."""
+    out: list[Chunk] = []
+    try:
+        for chunk in chunks:
+            out.append(chunk.read() if isinstance(chunk, FileRegion) else chunk)
+    except OSError as exc:
+        log.warning("cannot finish a fetch response: %s", exc)
+        return None
+    finally:
+        _release(chunks)
+    return out
+
+
 class SocketServer:
     """Listens on host:port and serves each connection with the injected request handler."""
 
@@ -377,11 +413,15 @@ class SocketServer:
         max_request_size: int = 104_857_600,
         name: str = "PLAINTEXT",
         on_connection_change: Callable[[int], None] | None = None,
+        ssl_context: ssl.SSLContext | None = None,
+        security_protocol: str = "PLAINTEXT",
     ) -> None:
         self.handler = handler
         self.host = host
         self.port = port
         self.name = name
+        self.ssl_context = ssl_context
+        self.security_protocol = security_protocol
         self.max_request_size = max_request_size
         self.connections: set[Connection] = set()
         self.on_connection_change: Callable[[int], None] = on_connection_change or (
@@ -401,6 +441,7 @@ class SocketServer:
             reuse_address=True,
             backlog=1024,
             start_serving=serving,
+            ssl=self.ssl_context,
         )
         sock = self._server.sockets[0]
         self.port = sock.getsockname()[1]

@@ -32,6 +32,16 @@ def test_internal_and_external_listeners_as_the_operator_writes_them() -> None:
     assert p.advertised_for("INTERNAL", 9092) == Endpoint("INTERNAL", "b-0.brokers", 9092)
 
 
+def test_each_listener_has_its_security_protocol() -> None:
+    p = plan(
+        listeners="INTERNAL://0.0.0.0:9091,SSL://0.0.0.0:9093,SASL_SSL://0.0.0.0:9094",
+        listener_security_protocol_map="INTERNAL:SASL_PLAINTEXT,SSL:SSL,SASL_SSL:SASL_SSL",
+        security_inter_broker_protocol="SASL_PLAINTEXT",
+    )
+    assert [p.protocol(e.listener) for e in p.bind] == ["SASL_PLAINTEXT", "SSL", "SASL_SSL"]
+    assert p.inter_broker == "INTERNAL"
+
+
 def test_port_zero_advertises_the_bound_port() -> None:
     p = plan(listeners="PLAINTEXT://127.0.0.1:0")
     assert p.advertised_for("PLAINTEXT", 45678) == Endpoint("PLAINTEXT", "127.0.0.1", 45678)
@@ -40,14 +50,27 @@ def test_port_zero_advertises_the_bound_port() -> None:
 @pytest.mark.parametrize(
     ("props", "key", "words"),
     [
-        ({"listeners": "SSL://0.0.0.0:9093"}, "listener.security.protocol.map", "only PLAINTEXT"),
         (
             {
                 "listeners": "A://0.0.0.0:1,B://0.0.0.0:2",
-                "listener.security.protocol.map": "A:PLAINTEXT,B:SASL_PLAINTEXT",
+                "listener.security.protocol.map": "A:PLAINTEXT,B:KERBEROS",
             },
             "listener.security.protocol.map",
-            "SASL_PLAINTEXT",
+            "KERBEROS",
+        ),
+        (
+            {"listeners": "PLAINTEXT://0.0.0.0:1", "security.inter.broker.protocol": "SSL"},
+            "security.inter.broker.protocol",
+            "no listener uses SSL",
+        ),
+        (
+            {
+                "listeners": "SSL://0.0.0.0:1",
+                "security.inter.broker.protocol": "SSL",
+                "inter.broker.listener.name": "SSL",
+            },
+            "security.inter.broker.protocol",
+            "only one",
         ),
         ({"listeners": "INTERNAL://0.0.0.0:9092"}, "listener.security.protocol.map", "INTERNAL"),
         (

@@ -1,0 +1,96 @@
+"""What handlers ask the authorizer: may this request's principal do an operation on a
+resource. Every answer is yes when no authorizer is configured."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from samsa.handlers import authorized
+from samsa.handlers.context import BrokerServices, RequestContext
+from samsa.security.acl import (
+    CLUSTER_NAME,
+    AclBinding,
+    AclFilter,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+)
+from samsa.security.session import ConnectionSession
+
+NOT_PROVIDED = -(2**31)
+_ANONYMOUS_SESSION = ConnectionSession()
+
+
+def _session(ctx: RequestContext) -> ConnectionSession:
+    return getattr(ctx.conn, "session", None) or _ANONYMOUS_SESSION
+
+
+def _host(ctx: RequestContext) -> str:
+    return ctx.conn.peer.rsplit(":", 1)[0]
+
+
+def allowed(
+    services: BrokerServices,
+    ctx: RequestContext,
+    op: AclOperation,
+    rtype: ResourceType,
+    name: str = CLUSTER_NAME,
+) -> bool:
+    authorizer = services.authorizer
+    if authorizer is None:
+        return True
+    return authorizer.allowed(_session(ctx), _host(ctx), op, rtype, name)
+
+
+def topic_allowed(
+    services: BrokerServices, ctx: RequestContext, op: AclOperation, topic: str
+) -> bool:
+    return allowed(services, ctx, op, ResourceType.TOPIC, topic)
+
+
+def group_allowed(
+    services: BrokerServices, ctx: RequestContext, op: AclOperation, group: str
+) -> bool:
+    return allowed(services, ctx, op, ResourceType.GROUP, group)
+
+
+def cluster_allowed(services: BrokerServices, ctx: RequestContext, op: AclOperation) -> bool:
+    return allowed(services, ctx, op, ResourceType.CLUSTER)
+
+
+def operations(
+    services: BrokerServices, ctx: RequestContext, rtype: ResourceType, name: str = CLUSTER_NAME
+) -> int:
+    """An authorized-operations bit set (KIP-430); with no authorizer, as Kafka answers then,
+    every operation the resource type supports."""
+    authorizer = services.authorizer
+    if authorizer is None:
+        return authorized.SUPPORTED.get(rtype, NOT_PROVIDED)
+    return authorizer.operations(_session(ctx), _host(ctx), rtype, name)
+
+
+def binding_fields(b: AclBinding, pattern_key: str = "pattern_type") -> dict[str, object]:
+    """One binding as Create/Describe/DeleteAcls carry it."""
+    return {
+        "resource_type": int(b.resource_type),
+        "resource_name": b.name,
+        pattern_key: int(b.pattern_type),
+        "principal": b.principal,
+        "host": b.host,
+        "operation": int(b.operation),
+        "permission_type": int(b.permission),
+    }
+
+
+def acl_filter(request: Any, version: int) -> AclFilter:
+    """A Describe/DeleteAcls filter (v0 has no pattern type: it matches literal ACLs)."""
+    return AclFilter(
+        ResourceType(int(request.resource_type_filter)),
+        request.resource_name_filter,
+        PatternType(int(getattr(request, "pattern_type_filter", PatternType.LITERAL))),
+        request.principal_filter,
+        request.host_filter,
+        AclOperation(int(request.operation)),
+        AclPermissionType(int(request.permission_type)),
+    )

@@ -1,0 +1,41 @@
+"""SaslAuthenticate (36): one SASL token each way; a failure is answered, then the connection
+closes. Re-authentication (KIP-368) is not offered: session_lifetime_ms is 0."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from samsa.handlers.context import BrokerServices, RequestContext
+from samsa.protocol.errors import ErrorCode
+from samsa.security.sasl import SaslAuthenticationError
+from samsa.security.session import ConnectionSession
+
+KEY = 36
+MIN_VERSION, MAX_VERSION = 0, 2
+
+
+def _answer(code: ErrorCode, message: str | None, token: bytes = b"") -> dict[str, Any]:
+    return {
+        "error_code": code,
+        "error_message": message,
+        "auth_bytes": token,
+        "session_lifetime": 0,
+    }
+
+
+async def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> dict[str, Any]:
+    session: ConnectionSession | None = getattr(ctx.conn, "session", None)
+    sasl = services.sasl
+    if session is None or sasl is None or session.authenticated or session.mechanism is None:
+        if session is not None:
+            session.close_after_response = True
+        return _answer(
+            ErrorCode.illegal_sasl_state,
+            "Unexpected SaslAuthenticate request: no SASL handshake, or already authenticated",
+        )
+    try:
+        token = await sasl.step(session, ctx.conn.listener, bytes(request.auth_bytes))
+    except SaslAuthenticationError as exc:
+        session.close_after_response = True
+        return _answer(ErrorCode.sasl_authentication_failed, str(exc))
+    return _answer(ErrorCode.none, None, token)
