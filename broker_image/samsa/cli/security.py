@@ -69,18 +69,25 @@ def set_user(
 ) -> None:
     """Add or replace a user's SCRAM credential."""
     mech = _enum(ScramMechanism, mechanism, "--mechanism")
-    cluster, admin, _ = connect(bootstrap, properties)
     up = UserScramCredentialUpsertion(
         name, ScramCredentialInfo(mech, iterations), password.encode()
     )
+    _alter_credential(bootstrap, properties, up, f"set user {name}")
+    console().print(f"user {name}: {mechanism.upper()} set")
+
+
+def _alter_credential(
+    bootstrap: str, properties: list[str] | None, change: object, what: str
+) -> None:
+    """One AlterUserScramCredentials change, its failure a one-line message."""
+    cluster, admin, _ = connect(bootstrap, properties)
     try:
         for future in admin.alter_user_scram_credentials(
-            [up], request_timeout=REQUEST_TIMEOUT
+            [change], request_timeout=REQUEST_TIMEOUT
         ).values():
             future.result()
     except KafkaException as exc:
-        cluster.fail_with(exc, f"set user {name}")
-    console().print(f"user {name}: {mechanism.upper()} set")
+        cluster.fail_with(exc, what)
 
 
 @users_app.command("delete")
@@ -92,14 +99,9 @@ def delete_user(
 ) -> None:
     """Delete a user's SCRAM credential."""
     mech = _enum(ScramMechanism, mechanism, "--mechanism")
-    cluster, admin, _ = connect(bootstrap, properties)
-    try:
-        for future in admin.alter_user_scram_credentials(
-            [UserScramCredentialDeletion(name, mech)], request_timeout=REQUEST_TIMEOUT
-        ).values():
-            future.result()
-    except KafkaException as exc:
-        cluster.fail_with(exc, f"delete user {name}")
+    _alter_credential(
+        bootstrap, properties, UserScramCredentialDeletion(name, mech), f"delete user {name}"
+    )
     console().print(f"user {name}: {mechanism.upper()} deleted")
 
 
