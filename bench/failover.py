@@ -59,7 +59,7 @@ def _one(
                 "produce",
                 *_args(system, {"stream": LOAD_STREAM, "count": 10**9, "size": SIZE}),
             )
-            time.sleep(2)  # the load generator connects and reaches its pace
+            _wait_written(system.endpoint, LOAD_STREAM)
         try:
             values = measure_failover(system, stop)
         finally:
@@ -73,6 +73,27 @@ def _one(
         values["controller"] = float(getattr(system, "stopped_controller", False))
         values["false_fences"] = float(len(_false_fences(system)))
         return values
+
+
+def _wait_written(bootstrap: str, stream: str, timeout: float = 60.0) -> None:
+    """Until the load generator's records are stored: it is connected and producing."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-failover-watch"})
+    deadline = time.monotonic() + timeout
+    try:
+        while (
+            sum(
+                consumer.get_watermark_offsets(TopicPartition(stream, p), timeout=5)[1]
+                for p in range(6)
+            )
+            == 0
+        ):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"nothing written to {stream} after {timeout:.0f} s")
+            time.sleep(0.1)
+    finally:
+        consumer.close()
 
 
 def _false_fences(system: System) -> set[int]:
