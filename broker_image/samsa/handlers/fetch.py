@@ -92,7 +92,7 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     )
     max_wait_ms = ms(request.max_wait)
     errors = any(r.error_code for r in responses) or len(reads) != len(order)
-    if total >= request.min_bytes or max_wait_ms <= 0 or errors or not reads:
+    if total >= request.min_bytes or max_wait_ms <= 0 or errors or not reads or _news(responses):
         return _encode(services, ctx, order, responses)
     return _long_poll(
         services,
@@ -130,11 +130,18 @@ async def _long_poll(
             await manager.wait_for_data(tps, remaining, replica_id >= 0) if remaining > 0 else None
         )
         responses, total = manager.read(reads, max_bytes, isolation, replica_id, from_follower)
-        if woken is None or total >= min_bytes or any(r.error_code for r in responses):
+        if woken is None or total >= min_bytes or _news(responses):
             answer = _encode(services, ctx, order, responses)
             if woken is not None and replica_id < 0:
                 manager.stages.since("consumer_wake", woken)
             return answer
+
+
+def _news(responses: list[FetchPartitionResponse]) -> bool:
+    """Worth answering before min_bytes: an error, or a follower's stale high watermark
+    (Kafka answers at once, so that consumers reading from followers, KIP-392, see records
+    as soon as the leader's consumers do, not a fetch wait later)."""
+    return any(r.error_code or r.high_watermark_news for r in responses)
 
 
 def _encode(

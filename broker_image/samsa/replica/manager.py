@@ -60,6 +60,8 @@ class FetchPartitionResponse:
     log_start_offset: int = -1
     records: bytes | FileRegion = b""
     messages: int = 0  # records in the batches returned (the first batch counts whole)
+    # A follower learns a high watermark it was not sent yet.
+    high_watermark_news: bool = False
 
 
 @dataclass(slots=True)
@@ -439,6 +441,8 @@ class ReplicaManager:
                 )
             resp.high_watermark = partition.high_watermark
             resp.last_stable_offset = partition.high_watermark
+            if replica_id >= 0:
+                resp.high_watermark_news = partition.high_watermark_sent(replica_id)
             resp.log_start_offset = plog.log_start_offset
             upper = partition.fetch_upper_bound(isolation_level, replica_id >= 0)
             budget = min(req.partition_max_bytes, max_bytes - total)
