@@ -77,18 +77,22 @@ def _one(
 
 def _wait_written(bootstrap: str, stream: str, timeout: float = 60.0) -> None:
     """Until the load generator's records are stored: it is connected and producing."""
-    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-failover-watch"})
-    deadline = time.monotonic() + timeout
-    try:
-        while (
-            sum(
+
+    def written() -> int:
+        try:
+            return sum(
                 consumer.get_watermark_offsets(TopicPartition(stream, p), timeout=5)[1]
                 for p in range(6)
             )
-            == 0
-        ):
+        except KafkaException:  # the new stream's partitions are not in metadata yet
+            return 0
+
+    deadline = time.monotonic() + timeout
+    try:
+        while written() == 0:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"nothing written to {stream} after {timeout:.0f} s")
             time.sleep(0.1)
