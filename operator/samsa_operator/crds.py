@@ -33,6 +33,9 @@ _RULES: dict[str, dict[str, list[dict[str, str]]]] = {
     "Topic": {
         "spec.topicName": [{"rule": "self == oldSelf", "message": "topicName is immutable"}],
     },
+    "KafkaUser": {
+        "spec.clusterRef": [{"rule": "self == oldSelf", "message": "clusterRef is immutable"}],
+    },
 }
 
 _MAX_PROPERTIES = {"KafkaCluster": {"spec.config": 512}, "Topic": {"spec.config": 512}}
@@ -85,6 +88,23 @@ _PRINTER_COLUMNS: dict[str, list[dict[str, Any]]] = {
         },
         {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
     ],
+    "KafkaUser": [
+        {"name": "Cluster", "type": "string", "jsonPath": ".spec.clusterRef"},
+        {"name": "Authentication", "type": "string", "jsonPath": ".spec.authentication.type"},
+        {"name": "Secret", "type": "string", "jsonPath": ".status.secret"},
+        {
+            "name": "Ready",
+            "type": "string",
+            "jsonPath": '.status.conditions[?(@.type=="Ready")].status',
+        },
+        {
+            "name": "Reason",
+            "type": "string",
+            "priority": 1,
+            "jsonPath": '.status.conditions[?(@.type=="Ready")].reason',
+        },
+        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+    ],
 }
 
 NAMES = {
@@ -102,6 +122,14 @@ NAMES = {
         "kind": "Topic",
         "listKind": "TopicList",
         "shortNames": ["kt"],
+        "categories": ["samsa"],
+    },
+    "KafkaUser": {
+        "plural": "kafkausers",
+        "singular": "kafkauser",
+        "kind": "KafkaUser",
+        "listKind": "KafkaUserList",
+        "shortNames": ["ku"],
         "categories": ["samsa"],
     },
 }

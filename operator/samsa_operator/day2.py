@@ -19,7 +19,7 @@ from samsa_operator.handlers import (
     SETTINGS,
     VERSION,
     Log,
-    bootstrap_of,
+    admin_for,
     current_cluster,
     state,
     write_status,
@@ -62,7 +62,7 @@ async def _step(spec: models.KafkaClusterSpec, namespace: str, name: str, logger
     selector = cluster.selector("kafka")
     pods = _by_ordinal(await kube.list("v1", "Pod", namespace, selector))
     await _spread_manual_roll(body, pods, logger)
-    admin = state().admin(bootstrap_of(body, cluster))
+    admin = await admin_for(body, cluster)
     reasons = await _verify_configs(admin, cluster, pods, logger)
     # A fresh look for the decision: asking brokers takes time, and meanwhile a pod may have
     # stopped being ready.

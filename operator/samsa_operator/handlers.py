@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import datetime
 import logging
 import os
 from collections.abc import Awaitable, Callable
@@ -19,7 +20,7 @@ from typing import Any
 
 import kopf
 
-from samsa_operator import models, reconcile, resources, status
+from samsa_operator import models, reconcile, resources, security, status
 from samsa_operator.k8s import Kube, KubeError, load_config
 from samsa_operator.kafka import ClusterAdmin, KafkaAdminError
 from samsa_operator.reconcile import ClusterInfo
@@ -45,6 +46,7 @@ class OperatorSettings:
     resync_seconds: float = 30.0
     kafka_timeout: float = 10.0
     operation_seconds: float = 5.0  # how often day-2 operations take their next step
+    network_policies: bool = False  # a NetworkPolicy per cluster limits the brokers' ports
 
     @classmethod
     def from_env(cls) -> OperatorSettings:
@@ -54,6 +56,7 @@ class OperatorSettings:
             resync_seconds=float(env.get("SAMSA_OPERATOR_RESYNC_SECONDS") or 30),
             kafka_timeout=float(env.get("SAMSA_OPERATOR_KAFKA_TIMEOUT") or 10),
             operation_seconds=float(env.get("SAMSA_OPERATOR_OPERATION_SECONDS") or 5),
+            network_policies=env.get("SAMSA_OPERATOR_NETWORK_POLICIES", "").lower() == "true",
         )
 
 
@@ -64,18 +67,20 @@ SETTINGS = OperatorSettings.from_env()
 class State:
     kube: Kube
     locks: dict[str, asyncio.Lock] = field(default_factory=dict)
-    admins: dict[str, ClusterAdmin] = field(default_factory=dict)
+    admins: dict[tuple[str, str], ClusterAdmin] = field(default_factory=dict)
 
     def lock(self, uid: str) -> asyncio.Lock:
         return self.locks.setdefault(uid, asyncio.Lock())
 
-    def admin(self, bootstrap_servers: str) -> ClusterAdmin:
-        """One admin connection per cluster address, kept across reconciles."""
-        if bootstrap_servers not in self.admins:
-            self.admins[bootstrap_servers] = ClusterAdmin(
-                bootstrap_servers, timeout=SETTINGS.kafka_timeout
-            )
-        return self.admins[bootstrap_servers]
+    def admin(self, bootstrap_servers: str, tls: security.ClientTls | None = None) -> ClusterAdmin:
+        """One admin connection per cluster address (and certificate), kept across
+        reconciles."""
+        key = (bootstrap_servers, tls.fingerprint if tls else "")
+        if key not in self.admins:
+            for old in [k for k in self.admins if k[0] == bootstrap_servers]:
+                self.admins.pop(old).close()  # a renewed certificate replaces the old client
+            self.admins[key] = ClusterAdmin(bootstrap_servers, SETTINGS.kafka_timeout, tls)
+        return self.admins[key]
 
 
 _state: State | None = None
@@ -164,10 +169,16 @@ async def reconcile_cluster(body: kopf.Body, logger: Log) -> None:
         try:
             cluster = await current_cluster(body, spec)
             await record_growth(cluster, body, logger)
+            secrets: list[dict[str, Any]] = []
+            if spec.secured:
+                pki = await plan_pki(cluster)
+                cluster = dataclasses.replace(cluster, pki_rotation=pki.rotation)
+                secrets = resources.pki_secrets(cluster, pki)
         except KubeError as exc:
             await refuse("KafkaCluster", namespace, name, generation, "KubernetesError", str(exc))
             raise kopf.TemporaryError(str(exc), delay=SETTINGS.resync_seconds) from None
-        wanted = resources.children(cluster)
+        # The Secrets first: the brokers' pods mount them.
+        wanted = secrets + resources.children(cluster)
         try:
             for child in wanted:
                 outcome = await kube.apply(child)
@@ -191,6 +202,16 @@ async def reconcile_cluster(body: kopf.Body, logger: Log) -> None:
         await write_status("KafkaCluster", namespace, name, fields, conditions)
 
 
+async def plan_pki(cluster: resources.Cluster) -> security.Pki:
+    """The cluster's PKI from its Secrets: kept, completed or renewed (`security.plan_pki`)."""
+    existing = {}
+    for secret in security.secret_names(cluster.name):
+        found = await state().kube.get("v1", "Secret", cluster.namespace, secret)
+        if found is not None:
+            existing[secret] = security.decode(found.get("data"))
+    return security.plan_pki(cluster, existing, datetime.datetime.now(datetime.UTC))
+
+
 async def current_cluster(body: Any, spec: models.KafkaClusterSpec) -> resources.Cluster:
     """The builders' view of a KafkaCluster, with its broker StatefulSet's current size."""
     meta = body["metadata"]
@@ -200,6 +221,7 @@ async def current_cluster(body: Any, spec: models.KafkaClusterSpec) -> resources
         meta["uid"],
         spec,
         broker_image=spec.brokers.image or SETTINGS.broker_image,
+        network_policy=SETTINGS.network_policies,
     )
     sts = await state().kube.get("apps/v1", "StatefulSet", cluster.namespace, cluster.broker_sts)
     if sts is None:
@@ -237,7 +259,10 @@ async def prune(cluster: resources.Cluster, wanted: list[dict[str, Any]], logger
         "app.kubernetes.io/instance": cluster.name,
         "app.kubernetes.io/managed-by": resources.MANAGED_BY,
     }
-    for api_version, kind in _PRUNABLE:
+    prunable = list(_PRUNABLE)
+    if cluster.network_policy:
+        prunable.append(("networking.k8s.io/v1", "NetworkPolicy"))
+    for api_version, kind in prunable:
         for obj in await kube.list(api_version, kind, cluster.namespace, labels):
             owners = obj["metadata"].get("ownerReferences", [])
             if not any(o.get("uid") == cluster.uid for o in owners):
@@ -277,7 +302,27 @@ def reachable(cluster_body: Any) -> bool:
 
 def bootstrap_of(cluster_body: Any, cluster: resources.Cluster) -> str:
     annotations = cluster_body.get("metadata", {}).get("annotations") or {}
-    return str(annotations.get(BOOTSTRAP_ANNOTATION) or cluster.bootstrap_servers)
+    default = (
+        security.operator_bootstrap(cluster) if cluster.spec.secured else cluster.bootstrap_servers
+    )
+    return str(annotations.get(BOOTSTRAP_ANNOTATION) or default)
+
+
+async def admin_for(cluster_body: Any, cluster: resources.Cluster) -> ClusterAdmin:
+    """The admin connection to a cluster: plain, or mutual TLS with the operator's own
+    certificate (a super user) on the replication listener of a secured cluster."""
+    bootstrap = bootstrap_of(cluster_body, cluster)
+    if not cluster.spec.secured:
+        return state().admin(bootstrap)
+    name = security.operator_certs_secret(cluster.name)
+    try:
+        found = await state().kube.get("v1", "Secret", cluster.namespace, name)
+    except KubeError as exc:
+        raise KafkaAdminError(f"Secret {name}: {exc}") from None
+    tls = security.operator_tls(security.decode((found or {}).get("data")))
+    if tls is None:
+        raise KafkaAdminError(f"the operator's certificate is not issued yet (Secret {name})")
+    return state().admin(bootstrap, tls)
 
 
 async def describe(
@@ -288,7 +333,7 @@ async def describe(
     if not override and not any(status.pod_ready(p) for p in pods):
         return None
     try:
-        return await state().admin(bootstrap_of(body, cluster)).cluster_info()
+        return await (await admin_for(body, cluster)).cluster_info()
     except KafkaAdminError:
         return None
 
@@ -349,9 +394,9 @@ async def reconcile_topic(body: kopf.Body, logger: Log) -> None:
             replication_factor=spec.replication_factor,
             config={k: resources.render_value(v) for k, v in spec.config.items()},
         )
-        admin = state().admin(bootstrap_of(cluster_body, cluster))
         reassigning = (body.get("status") or {}).get("reassignment")
         try:
+            admin = await admin_for(cluster_body, cluster)
             info = await admin.cluster_info()
             # Never onto brokers a scale-down is draining.
             brokers = [b for b in info.brokers if b.id < cluster.spec.brokers.replicas]
@@ -460,8 +505,8 @@ async def topic_deleted(body: kopf.Body, logger: Log, **_: Any) -> None:
         logger.info(f"cluster {spec.get('clusterRef')} is gone; releasing topic {topic_name}")
         return
     cluster_body, cluster = found
-    admin = state().admin(bootstrap_of(cluster_body, cluster))
     try:
+        admin = await admin_for(cluster_body, cluster)
         deleted = await admin.delete_topic(topic_name)
     except KafkaAdminError as exc:
         raise kopf.TemporaryError(str(exc), delay=2) from None

@@ -11,6 +11,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import ssl
+import tempfile
 import threading
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
@@ -19,6 +22,10 @@ from typing import Any
 from confluent_kafka import ElectionType, KafkaError, KafkaException, TopicCollection
 from confluent_kafka import TopicPartition as ConfluentTopicPartition
 from confluent_kafka.admin import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
     AdminClient,
     AlterConfigOpType,
     ConfigEntry,
@@ -26,6 +33,11 @@ from confluent_kafka.admin import (
     ConfigSource,
     NewPartitions,
     NewTopic,
+    ResourcePatternType,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialDeletion,
+    UserScramCredentialUpsertion,
 )
 from confluent_kafka.admin import (
     ResourceType as KafkaResourceType,
@@ -42,6 +54,8 @@ from samsa_operator.reconcile import (
     TopicState,
 )
 from samsa_operator.rolling import DEFAULT, DYNAMIC, STATIC, ReportedConfig
+from samsa_operator.security import ClientTls
+from samsa_operator.users import Acl
 
 TIMEOUT = 15.0
 ABSENT = object()  # what _wait gives for a topic the cluster does not have
@@ -82,20 +96,30 @@ def _unknown_topic(exc: BaseException) -> bool:
 class KafkaAdmin:
     """An admin connection to one cluster; every call is bounded by TIMEOUT."""
 
-    def __init__(self, bootstrap_servers: str, timeout: float = TIMEOUT) -> None:
+    def __init__(
+        self, bootstrap_servers: str, timeout: float = TIMEOUT, tls: ClientTls | None = None
+    ) -> None:
         self.bootstrap_servers = bootstrap_servers
         self.timeout = timeout
+        self.tls = tls
         self._racks: dict[int, str | None] = {}  # by broker id, as DescribeCluster said
         self._reassigner: Any = None  # kafka-python's client, made on first use
         self._reassigner_lock = threading.Lock()
-        self._client = AdminClient(
-            {
-                "bootstrap.servers": bootstrap_servers,
-                "socket.timeout.ms": int(timeout * 1000),
-                "client.id": "samsa-operator",
-            },
-            logger=log,
-        )
+        config: dict[str, Any] = {
+            "bootstrap.servers": bootstrap_servers,
+            "socket.timeout.ms": int(timeout * 1000),
+            "client.id": "samsa-operator",
+        }
+        if tls is not None:  # mutual TLS on the replication listener: a super user
+            config.update(
+                {
+                    "security.protocol": "SSL",
+                    "ssl.ca.pem": tls.ca,
+                    "ssl.certificate.pem": tls.cert,
+                    "ssl.key.pem": tls.key,
+                }
+            )
+        self._client = AdminClient(config, logger=log)
 
     async def _wait(
         self, future: Future[Any], what: str, absent_ok: bool = False, seconds: float = 0
@@ -218,6 +242,98 @@ class KafkaAdmin:
         futures = self._client.delete_topics([name], request_timeout=self.timeout)
         return await self._wait(futures[name], f"delete topic {name}", absent_ok=True) is not ABSENT
 
+    # -- users: SCRAM credentials and ACLs -----------------------------------------------------
+
+    async def has_scram_credential(self, user: str) -> bool:
+        """DescribeUserScramCredentials: whether the user has a SCRAM-SHA-512 credential."""
+        futures: dict[str, Future[Any]] = self._client.describe_user_scram_credentials([user])  # type: ignore[assignment]
+        try:
+            found = await self._wait(futures[user], f"describe credentials of {user}")
+        except KafkaAdminError as exc:
+            if "RESOURCE_NOT_FOUND" in str(exc) or "not found" in str(exc).lower():
+                return False
+            raise
+        infos = getattr(found, "scram_credential_infos", None) or []
+        return any(i.mechanism == ScramMechanism.SCRAM_SHA_512 for i in infos)
+
+    async def set_scram_credential(self, user: str, password: str, iterations: int) -> None:
+        info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, iterations)
+        change = UserScramCredentialUpsertion(user, info, password.encode())
+        futures = self._client.alter_user_scram_credentials([change])
+        await self._wait(futures[user], f"set the credentials of {user}")
+
+    async def delete_scram_credential(self, user: str) -> bool:
+        """Remove the user's SCRAM-SHA-512 credential; False if there was none."""
+        change = UserScramCredentialDeletion(user, ScramMechanism.SCRAM_SHA_512)
+        futures = self._client.alter_user_scram_credentials([change])
+        try:
+            await self._wait(futures[user], f"delete the credentials of {user}")
+        except KafkaAdminError as exc:
+            if "RESOURCE_NOT_FOUND" in str(exc) or "not found" in str(exc).lower():
+                return False
+            raise
+        return True
+
+    async def acls_of(self, principal: str) -> set[Acl]:
+        """DescribeAcls: every ACL naming the principal."""
+        # No name and no host: any (the binding's annotations say str, librdkafka takes NULL).
+        query = AclBindingFilter(
+            KafkaResourceType.ANY,
+            None,  # type: ignore[arg-type]
+            ResourcePatternType.ANY,
+            principal,
+            None,  # type: ignore[arg-type]
+            AclOperation.ANY,
+            AclPermissionType.ANY,
+        )
+        found = await self._wait(
+            self._client.describe_acls(query, request_timeout=self.timeout),
+            f"describe the ACLs of {principal}",
+        )
+        return {_acl(b) for b in found}
+
+    async def create_acls(self, acls: Sequence[Acl]) -> None:
+        if not acls:
+            return
+        futures = self._client.create_acls(
+            [_binding(a, AclBinding) for a in acls], request_timeout=self.timeout
+        )
+        for future in futures.values():
+            await self._wait(future, "create ACLs")
+
+    async def delete_acls(self, acls: Sequence[Acl]) -> None:
+        if not acls:
+            return
+        futures = self._client.delete_acls(
+            [_binding(a, AclBindingFilter) for a in acls], request_timeout=self.timeout
+        )
+        for future in futures.values():
+            await self._wait(future, "delete ACLs")
+
+
+def _acl(binding: Any) -> Acl:
+    return Acl(
+        resource_type=binding.restype.name,
+        name=binding.name,
+        pattern=binding.resource_pattern_type.name,
+        principal=binding.principal,
+        host=binding.host,
+        operation=binding.operation.name,
+        permission=binding.permission_type.name,
+    )
+
+
+def _binding(acl: Acl, cls: Any) -> Any:
+    return cls(
+        KafkaResourceType[acl.resource_type],
+        acl.name,
+        ResourcePatternType[acl.pattern],
+        acl.principal,
+        acl.host,
+        AclOperation[acl.operation],
+        AclPermissionType[acl.permission],
+    )
+
 
 def _by_id(broker: Broker) -> int:
     return broker.id
@@ -320,10 +436,14 @@ class ClusterAdmin(KafkaAdmin):
         from kafka.admin import KafkaAdminClient
 
         if self._reassigner is None:
+            options: dict[str, Any] = {}
+            if self.tls is not None:
+                options = {"security_protocol": "SSL", "ssl_context": _ssl_context(self.tls)}
             self._reassigner = KafkaAdminClient(
                 bootstrap_servers=self.bootstrap_servers.split(","),
                 client_id="samsa-operator",
                 request_timeout_ms=int(self.timeout * 1000),
+                **options,
             )
         return self._reassigner
 
@@ -365,3 +485,17 @@ class ClusterAdmin(KafkaAdmin):
             if self._reassigner is not None:
                 self._reassigner.close()
                 self._reassigner = None
+
+
+def _ssl_context(tls: ClientTls) -> ssl.SSLContext:
+    """kafka-python's TLS: the CA from memory; the key pair through a private temporary file
+    (the ssl module loads keys from files only), removed at once."""
+    ctx = ssl.create_default_context(cadata=tls.ca)
+    with tempfile.NamedTemporaryFile("w", suffix=".pem", delete=False) as f:
+        os.chmod(f.name, 0o600)
+        f.write(tls.key.rstrip("\n") + "\n" + tls.cert)
+    try:
+        ctx.load_cert_chain(f.name)
+    finally:
+        os.unlink(f.name)
+    return ctx

@@ -63,7 +63,10 @@ def main(argv: list[str] | None = None) -> None:
     check_environment()
     import kopf
 
-    import samsa_operator.day2  # noqa: F401  (registers the handlers, day-2 operations too)
+    # Registering the handlers: the clusters' and topics' (through day2), their day-2
+    # operations', and the KafkaUsers'.
+    import samsa_operator.day2
+    import samsa_operator.kafkausers  # noqa: F401
 
     kopf.configure(verbose=args.verbose)
     # On the pod's IP when the chart gives it (the kubelet probes that address).

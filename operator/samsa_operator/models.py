@@ -10,7 +10,14 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 
 GROUP = "kafka.samsa.dev"
@@ -30,7 +37,20 @@ OPERATOR_OWNED_KEYS = (
     "log.dirs",
     "log.dir",
     "http.listener",
+    # Security: rendered from spec.listeners, spec.authorization and the operator's PKI.
+    "ssl.keystore.type",
+    "ssl.keystore.location",
+    "ssl.truststore.type",
+    "ssl.truststore.location",
+    "sasl.enabled.mechanisms",
+    "authorizer.class.name",
+    "super.users",
 )
+# Prefixes of broker properties the operator owns too (per-listener security settings).
+OPERATOR_OWNED_PREFIXES = ("listener.name.",)
+# The mutual-TLS listener of the brokers and the operator (inter-broker when asked).
+REPLICATION_PORT = 9091
+RESERVED_LISTENER_NAMES = ("plaintext", "internal", "external", "replication")
 
 QUANTITY_PATTERN = r"^[0-9]+(\.[0-9]+)?(m|k|Ki|Mi|Gi|Ti|Pi|Ei|M|G|T|P|E)?$"
 _QUANTITY = re.compile(QUANTITY_PATTERN)
@@ -109,9 +129,91 @@ class ExternalListener(Model):
     )
 
 
+class ClientListener(Model):
+    name: str = Field(
+        pattern=r"^[a-z][a-z0-9]{0,15}$",
+        description="Listener name (lower case; the broker's listener is its upper case).",
+    )
+    port: int = Field(ge=1, le=65535, description="Port inside Kubernetes.")
+    type: Literal["plain", "tls"] = Field("tls", description="plain or TLS-encrypted.")
+    authentication: Literal["none", "scram-sha-512", "tls"] = Field(
+        "none",
+        description="How clients authenticate: none, SCRAM-SHA-512 (SASL) or a client "
+        "certificate from the clients CA (tls, which needs type tls).",
+    )
+
+    @property
+    def security_protocol(self) -> str:
+        tls = self.type == "tls"
+        if self.authentication == "scram-sha-512":
+            return "SASL_SSL" if tls else "SASL_PLAINTEXT"
+        return "SSL" if tls else "PLAINTEXT"
+
+
 class Listeners(Model):
-    internal_port: int = Field(9092, ge=1, le=65535, description="Port inside Kubernetes.")
+    internal_port: int = Field(
+        9092, ge=1, le=65535, description="Port of the plain listener inside Kubernetes."
+    )
     external: ExternalListener | None = None
+    clients: list[ClientListener] = Field(
+        default_factory=list,
+        max_length=8,
+        description="More listeners, each with its encryption and authentication.",
+    )
+    inter_broker: Literal["plain", "tls"] = Field(
+        "plain",
+        description="tls: brokers replicate over the mutual-TLS replication listener "
+        f"(port {REPLICATION_PORT}) with their certificates from the cluster CA.",
+    )
+
+    @model_validator(mode="after")
+    def _listeners_fit_together(self) -> Listeners:
+        taken = {
+            self.internal_port: "internalPort",
+            REPLICATION_PORT: "the replication listener",
+            9644: "the HTTP listener",
+        }
+        if self.external is not None:
+            taken[self.internal_port + 2] = "the external listener"
+        names: set[str] = set()
+        for i, listener in enumerate(self.clients):
+            where = f"clients[{i}] ({listener.name})"
+            if listener.authentication == "tls" and listener.type != "tls":
+                raise ValueError(f"{where}: authentication tls needs type tls")
+            if listener.name in RESERVED_LISTENER_NAMES or listener.name in names:
+                raise ValueError(f"{where}: the name is taken")
+            if listener.port in taken:
+                owner = taken[listener.port]
+                raise ValueError(f"{where}: port {listener.port} is taken by {owner}")
+            names.add(listener.name)
+            taken[listener.port] = where
+        return self
+
+
+class Authorization(Model):
+    type: Literal["simple"] = Field(
+        "simple", description="simple: Kafka's ACL authorizer, with ACLs from KafkaUsers."
+    )
+    super_users: list[str] = Field(
+        default_factory=list,
+        description="More principals allowed everything (User:name); the brokers and the "
+        "operator always are.",
+    )
+
+
+class Certificates(Model):
+    validity_days: int = Field(
+        365, ge=2, le=3650, description="Validity of the CAs and the certificates issued."
+    )
+    renewal_days: int = Field(
+        30, ge=1, description="Certificates are renewed this many days before they expire."
+    )
+
+    @model_validator(mode="after")
+    def _renewal_within_validity(self) -> Certificates:
+        if self.renewal_days >= self.validity_days:
+            raise ValueError("renewalDays must be less than validityDays")
+        return self
 
 
 class Rack(Model):
@@ -159,6 +261,10 @@ class KafkaClusterSpec(Model):
     )
     zookeeper: ZooKeeper = Field(default_factory=lambda: ZooKeeper())
     listeners: Listeners = Field(default_factory=lambda: Listeners())
+    authorization: Authorization | None = Field(
+        None, description="Turns on ACL authorization; off when unset."
+    )
+    certificates: Certificates = Field(default_factory=lambda: Certificates())
     rack: Rack | None = None
     pod_template: PodTemplate = Field(default_factory=lambda: PodTemplate())
     metrics: Metrics = Field(default_factory=lambda: Metrics())
@@ -167,10 +273,32 @@ class KafkaClusterSpec(Model):
     @field_validator("config")
     @classmethod
     def _no_operator_owned_keys(cls, value: dict[str, ConfigValue]) -> dict[str, ConfigValue]:
-        owned = sorted(set(value) & set(OPERATOR_OWNED_KEYS))
+        owned = sorted(
+            k for k in value if k in OPERATOR_OWNED_KEYS or k.startswith(OPERATOR_OWNED_PREFIXES)
+        )
         if owned:
             raise ValueError(f"{', '.join(owned)} is set by the operator and cannot be configured")
         return value
+
+    @model_validator(mode="after")
+    def _authorization_needs_secured_brokers(self) -> KafkaClusterSpec:
+        if self.authorization is not None and self.listeners.inter_broker != "tls":
+            raise ValueError(
+                "authorization needs listeners.interBroker: tls (brokers on a plain listener "
+                "are User:ANONYMOUS, which may not replicate)"
+            )
+        return self
+
+    @property
+    def secured(self) -> bool:
+        """True when the cluster needs its PKI: a TLS or authenticated listener, TLS between
+        brokers or authorization (the operator then talks mutual TLS to the brokers)."""
+        listeners = self.listeners
+        return (
+            self.authorization is not None
+            or listeners.inter_broker == "tls"
+            or any(c.security_protocol != "PLAINTEXT" for c in listeners.clients)
+        )
 
 
 class TopicSpec(Model):
@@ -186,6 +314,58 @@ class TopicSpec(Model):
     replication_factor: int = Field(3, ge=1, le=1000)
     config: dict[str, ConfigValue] = Field(
         default_factory=dict, description="Topic configs, by Kafka's names."
+    )
+
+
+class UserAuthentication(Model):
+    type: Literal["scram-sha-512", "tls"] = Field(
+        description="scram-sha-512: a generated password; tls: a client certificate from the "
+        "clients CA. Either goes into a Secret named after the KafkaUser."
+    )
+
+
+AclOperation = Literal[
+    "All",
+    "Read",
+    "Write",
+    "Create",
+    "Delete",
+    "Alter",
+    "Describe",
+    "ClusterAction",
+    "DescribeConfigs",
+    "AlterConfigs",
+    "IdempotentWrite",
+]
+
+
+class AclResource(Model):
+    type: Literal["topic", "group", "cluster", "transactionalId"]
+    name: str = Field(
+        "*", min_length=1, description="Resource name ('*': every one); unused for cluster."
+    )
+    pattern_type: Literal["literal", "prefix"] = Field(
+        "literal", description="prefix: every resource whose name starts with name."
+    )
+
+
+class AclRule(Model):
+    resource: AclResource
+    operations: list[AclOperation] = Field(min_length=1)
+    host: str = Field("*", min_length=1)
+    type: Literal["allow", "deny"] = "allow"
+
+
+class UserAuthorization(Model):
+    type: Literal["simple"] = "simple"
+    acls: list[AclRule] = Field(default_factory=list, max_length=256)
+
+
+class KafkaUserSpec(Model):
+    cluster_ref: str = Field(min_length=1, description="Name of the KafkaCluster (same namespace).")
+    authentication: UserAuthentication
+    authorization: UserAuthorization | None = Field(
+        None, description="The user's ACLs, kept equal to this list."
     )
 
 
@@ -287,11 +467,27 @@ class TopicStatus(StatusModel):
     )
 
 
-Kind = Literal["KafkaCluster", "Topic"]
-SPEC_MODELS: dict[str, type[Model]] = {"KafkaCluster": KafkaClusterSpec, "Topic": TopicSpec}
+class KafkaUserStatus(StatusModel):
+    conditions: list[Condition] = Field(default_factory=list)
+    observed_generation: int | None = None
+    username: str | None = Field(None, description="The user's Kafka principal.")
+    secret: str | None = Field(None, description="The Secret with the user's credentials.")
+    credentials: str | None = Field(
+        None, description="Fingerprint of the credentials last set in the cluster."
+    )
+    acls: int | None = Field(None, description="ACLs in place.")
+
+
+Kind = Literal["KafkaCluster", "Topic", "KafkaUser"]
+SPEC_MODELS: dict[str, type[Model]] = {
+    "KafkaCluster": KafkaClusterSpec,
+    "Topic": TopicSpec,
+    "KafkaUser": KafkaUserSpec,
+}
 STATUS_MODELS: dict[str, type[BaseModel]] = {
     "KafkaCluster": KafkaClusterStatus,
     "Topic": TopicStatus,
+    "KafkaUser": KafkaUserStatus,
 }
 
 

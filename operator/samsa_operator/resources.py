@@ -22,7 +22,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from samsa_operator.models import KafkaClusterSpec, ZooKeeper
+from samsa_operator import security
+from samsa_operator.models import REPLICATION_PORT, KafkaClusterSpec, ZooKeeper
 
 Obj = dict[str, Any]
 
@@ -33,6 +34,8 @@ RACK_ANNOTATION = "kafka.samsa.dev/rack"
 CONFIG_HASH_ANNOTATION = "kafka.samsa.dev/config-hash"
 # In the pod template: the hash of the settings every broker's properties derive from.
 PLACEMENT_HASH_ANNOTATION = "kafka.samsa.dev/placement-hash"
+# In the pod template: the fingerprint of the certificates the brokers serve (security).
+CERTIFICATES_ANNOTATION = "kafka.samsa.dev/certificates"
 # On a KafkaCluster (every broker) or a broker pod (that one): restart through a roll.
 MANUAL_ROLL_ANNOTATION = "kafka.samsa.dev/manual-rolling-update"
 
@@ -58,6 +61,8 @@ class Cluster:
     spec: KafkaClusterSpec
     broker_image: str = DEFAULT_BROKER_IMAGE
     current_brokers: int | None = None  # the broker StatefulSet's size now, if it exists
+    pki_rotation: str | None = None  # security.Pki.rotation of a secured cluster
+    network_policy: bool = False  # a NetworkPolicy limits the brokers' ports
 
     @property
     def broker_count(self) -> int:
@@ -191,6 +196,9 @@ def broker_properties(cluster: Cluster, broker_id: int) -> dict[str, str]:
     # Every address is the pod's own IP, substituted for POD_IP by the init container (the
     # downward API gives it): clients and brokers reach each other without DNS.
     props["http.listener"] = f"{POD_IP}:{HTTP_PORT}"
+    if spec.secured:
+        props.update(security.listener_properties(cluster, broker_id, POD_IP))
+        return props
     external = cluster.external_address(broker_id)
     if external is None:
         props["listeners"] = f"PLAINTEXT://{POD_IP}:{port}"
@@ -235,9 +243,24 @@ def broker_config_hashes(cluster: Cluster) -> dict[int, str]:
 
 def placement_hash(cluster: Cluster) -> str:
     """Hash of what the operator-owned properties derive from: a change rolls every broker."""
-    listeners = cluster.spec.listeners.model_dump(mode="json", by_alias=True)
-    rack = cluster.spec.rack.model_dump(mode="json", by_alias=True) if cluster.spec.rack else None
-    return config_hash(json.dumps([cluster.zookeeper_connect, listeners, rack], sort_keys=True))
+    spec = cluster.spec
+    listeners = spec.listeners.model_dump(mode="json", by_alias=True)
+    rack = spec.rack.model_dump(mode="json", by_alias=True) if spec.rack else None
+    shape: list[Any] = [cluster.zookeeper_connect, listeners, rack]
+    if spec.secured:  # only then: a cluster without security keeps its earlier hash
+        auth = spec.authorization.model_dump(mode="json") if spec.authorization else None
+        shape.append(auth)
+    return config_hash(json.dumps(shape, sort_keys=True))
+
+
+def listener_ports(cluster: Cluster) -> list[tuple[str, int]]:
+    """(port name, port) of the secured cluster's replication and client listeners."""
+    spec = cluster.spec
+    if not spec.secured:
+        return []
+    ports = [("replication", REPLICATION_PORT)]
+    ports += [(c.name, c.port) for c in spec.listeners.clients]
+    return ports
 
 
 def external_container_port(cluster: Cluster) -> int:
@@ -482,6 +505,8 @@ def broker_statefulset(cluster: Cluster) -> Obj:
         "labels": cluster.labels(component),
         "annotations": {PLACEMENT_HASH_ANNOTATION: placement_hash(cluster)},
     }
+    if spec.secured and cluster.pki_rotation:
+        pod_meta["annotations"][CERTIFICATES_ANNOTATION] = cluster.pki_rotation
     if spec.metrics.enabled:
         pod_meta["annotations"].update(
             {
@@ -496,11 +521,14 @@ def broker_statefulset(cluster: Cluster) -> Obj:
     ]
     if spec.listeners.external is not None:
         ports.append({"name": "external", "containerPort": external_container_port(cluster)})
-    mounts = [
+    ports += [{"name": n, "containerPort": p} for n, p in listener_ports(cluster)]
+    mounts: list[Obj] = [
         {"name": "data", "mountPath": "/var/lib/samsa"},
         {"name": "run", "mountPath": RUN_DIR},
         {"name": "tmp", "mountPath": "/tmp"},
     ]
+    if spec.secured:
+        mounts.append({"name": "tls", "mountPath": security.TLS_DIR, "readOnly": True})
     broker: Obj = {
         "name": "broker",
         "image": cluster.broker_image,
@@ -559,6 +587,11 @@ def broker_statefulset(cluster: Cluster) -> Obj:
             {"name": "tmp", "emptyDir": {}},
         ],
     }
+    if spec.secured:
+        secret = security.broker_certs_secret(cluster.name)
+        pod_spec["volumes"].append(
+            {"name": "tls", "secret": {"secretName": secret, "defaultMode": 0o400}}
+        )
     _apply_pod_template(cluster, pod_meta, pod_spec)
     return {
         "apiVersion": "apps/v1",
@@ -591,6 +624,7 @@ def broker_children(cluster: Cluster) -> list[Obj]:
     c = "kafka"
     port = cluster.internal_port
     kafka_port = [{"name": "kafka", "port": port, "targetPort": "kafka"}]
+    kafka_port += [{"name": n, "port": p, "targetPort": n} for n, p in listener_ports(cluster)]
     headless_ports = [*kafka_port, {"name": "http", "port": HTTP_PORT, "targetPort": "http"}]
     children = [
         broker_configmap(cluster),
@@ -600,7 +634,58 @@ def broker_children(cluster: Cluster) -> list[Obj]:
         _pdb(cluster, cluster.broker_sts, c),
     ]
     children += external_services(cluster)
+    if cluster.network_policy:
+        children.append(network_policy(cluster))
     return children
+
+
+def network_policy(cluster: Cluster) -> Obj:
+    """Only the brokers' ports are open; the replication listener only to the brokers and
+    the operator."""
+    open_ports = [cluster.internal_port, HTTP_PORT]
+    if cluster.spec.listeners.external is not None:
+        open_ports.append(external_container_port(cluster))
+    open_ports += [p for n, p in listener_ports(cluster) if n != "replication"]
+    rules: list[Obj] = [{"ports": [{"protocol": "TCP", "port": p} for p in open_ports]}]
+    if cluster.spec.secured:
+        rules.append(
+            {
+                "ports": [{"protocol": "TCP", "port": REPLICATION_PORT}],
+                "from": [
+                    {"podSelector": {"matchLabels": cluster.selector("kafka")}},
+                    {
+                        "namespaceSelector": {},
+                        "podSelector": {
+                            "matchLabels": {"app.kubernetes.io/name": "samsa-operator"}
+                        },
+                    },
+                ],
+            }
+        )
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": cluster.meta(cluster.broker_sts, "kafka"),
+        "spec": {
+            "podSelector": {"matchLabels": cluster.selector("kafka")},
+            "policyTypes": ["Ingress"],
+            "ingress": rules,
+        },
+    }
+
+
+def pki_secrets(cluster: Cluster, pki: security.Pki) -> list[Obj]:
+    """The Secrets of a secured cluster's PKI (data as `security.secret_data` says)."""
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": cluster.meta(name, "pki"),
+            "type": "Opaque",
+            "data": security.encode(data),
+        }
+        for name, data in security.secret_data(cluster, pki).items()
+    ]
 
 
 def external_services(cluster: Cluster) -> list[Obj]:

@@ -125,6 +125,7 @@ def test_chart_crds_include_kopf_peerings(helm: str) -> None:
     assert names == {
         "kafkaclusters.kafka.samsa.dev",
         "topics.kafka.samsa.dev",
+        "kafkausers.kafka.samsa.dev",
         "kopfpeerings.kopf.dev",
         "clusterkopfpeerings.kopf.dev",
     }

@@ -26,10 +26,10 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{/* Rules for the namespaced resources the operator manages: exactly the verbs it uses. */}}
 {{- define "samsa-operator.namespacedRules" -}}
 - apiGroups: [kafka.samsa.dev]
-  resources: [kafkaclusters, topics]
+  resources: [kafkaclusters, topics, kafkausers]
   verbs: [get, list, watch, patch]
 - apiGroups: [kafka.samsa.dev]
-  resources: [kafkaclusters/status, topics/status]
+  resources: [kafkaclusters/status, topics/status, kafkausers/status]
   verbs: [patch]
 - apiGroups: [apps]
   resources: [statefulsets]
@@ -40,6 +40,16 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 - apiGroups: [policy]
   resources: [poddisruptionbudgets]
   verbs: [get, list, create, patch, delete]
+# The clusters' CAs and certificates and the KafkaUsers' credentials: read and written by
+# name, never listed or watched (Secrets it did not make stay out of its sight).
+- apiGroups: [""]
+  resources: [secrets]
+  verbs: [get, create, patch, delete]
+{{- if .Values.networkPolicy.enabled }}
+- apiGroups: [networking.k8s.io]
+  resources: [networkpolicies]
+  verbs: [get, list, create, patch, delete]
+{{- end }}
 # Day-2 operations restart broker and ZooKeeper pods one at a time (their StatefulSets use
 # OnDelete) and record on each broker pod the configuration it runs.
 - apiGroups: [""]

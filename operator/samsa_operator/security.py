@@ -1,0 +1,318 @@
+"""A secured KafkaCluster, pure: its PKI (which certificates to keep, issue or renew), the
+Secrets that hold it, the security properties of each broker, and the principals.
+
+- Two CAs per cluster, as Strimzi has: the cluster CA signs the brokers' and the operator's
+  certificates; the clients CA signs the KafkaUsers' certificates. Their certificates are
+  published in `<cluster>-cluster-ca-cert` and `<cluster>-clients-ca-cert`.
+- Every broker serves TLS with its own certificate (its pod and Service names as SANs), and
+  the REPLICATION listener (port 9091, mutual TLS against the cluster CA) is where the brokers
+  (when `interBroker: tls`) and the operator talk to the cluster as super users.
+- The brokers' certificates are renewed together, `renewalDays` before they expire; the
+  rotation fingerprint goes into the pod template, so a renewal rolls every broker through
+  the day-2 rolling restart.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from samsa_operator import certs
+from samsa_operator.certs import KeyPair
+from samsa_operator.models import REPLICATION_PORT, KafkaClusterSpec
+
+if TYPE_CHECKING:
+    from samsa_operator.resources import Cluster
+
+TLS_DIR = "/etc/samsa/tls"
+REPLICATION = "REPLICATION"
+ORGANIZATION = "samsa.dev"
+OPERATOR_CN = "samsa-operator"
+AUTHORIZER = "kafka.security.authorizer.AclAuthorizer"
+SCRAM = "SCRAM-SHA-512"
+
+Data = Mapping[str, str]
+
+
+# -- names ------------------------------------------------------------------------------------
+
+
+def cluster_ca_secret(cluster: str) -> str:
+    return f"{cluster}-cluster-ca"
+
+
+def cluster_ca_cert_secret(cluster: str) -> str:
+    return f"{cluster}-cluster-ca-cert"
+
+
+def clients_ca_secret(cluster: str) -> str:
+    return f"{cluster}-clients-ca"
+
+
+def clients_ca_cert_secret(cluster: str) -> str:
+    return f"{cluster}-clients-ca-cert"
+
+
+def broker_certs_secret(cluster: str) -> str:
+    return f"{cluster}-kafka-certs"
+
+
+def operator_certs_secret(cluster: str) -> str:
+    return f"{cluster}-operator-certs"
+
+
+def secret_names(cluster: str) -> list[str]:
+    return [
+        cluster_ca_secret(cluster),
+        cluster_ca_cert_secret(cluster),
+        clients_ca_secret(cluster),
+        clients_ca_cert_secret(cluster),
+        broker_certs_secret(cluster),
+        operator_certs_secret(cluster),
+    ]
+
+
+def broker_name(cluster: str) -> certs.x509.Name:
+    return certs.name(f"{cluster}-kafka", ORGANIZATION)
+
+
+def operator_name() -> certs.x509.Name:
+    return certs.name(OPERATOR_CN, ORGANIZATION)
+
+
+def broker_principal(cluster: str) -> str:
+    return f"User:{broker_name(cluster).rfc4514_string()}"
+
+
+def operator_principal() -> str:
+    return f"User:{operator_name().rfc4514_string()}"
+
+
+def super_users(cluster: str, spec: KafkaClusterSpec) -> list[str]:
+    extra = spec.authorization.super_users if spec.authorization else []
+    return [broker_principal(cluster), operator_principal(), *extra]
+
+
+def user_principal(username: str, authentication: str) -> str:
+    """A KafkaUser's principal: its name over SASL, its certificate's subject over TLS."""
+    if authentication == "tls":
+        return f"User:{certs.name(username).rfc4514_string()}"
+    return f"User:{username}"
+
+
+# -- the PKI ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Pki:
+    cluster_ca: KeyPair
+    clients_ca: KeyPair
+    brokers: dict[int, KeyPair]
+    operator: KeyPair
+
+    @property
+    def rotation(self) -> str:
+        """Changes when the brokers must restart to serve new certificates: a CA renewed, or
+        the brokers' certificates renewed (together; a new broker's first one is no change)."""
+        issued = min(
+            (kp.certificate.not_valid_before_utc for kp in self.brokers.values()),
+            default=None,
+        )
+        return certs.fingerprint(self.cluster_ca.cert, self.clients_ca.cert, str(issued))
+
+
+def _pair(data: Data | None, key: str, cert: str) -> KeyPair | None:
+    if not data or not data.get(key) or not data.get(cert):
+        return None
+    return KeyPair(data[key], data[cert])
+
+
+def _split_keystore(pem: str | None) -> KeyPair | None:
+    if not pem:
+        return None
+    marker = "-----BEGIN CERTIFICATE-----"
+    key, sep, rest = pem.partition(marker)
+    return KeyPair(key.strip() + "\n", sep + rest) if sep and key.strip() else None
+
+
+def _ca(existing: KeyPair | None, cn: str, now: datetime.datetime, spec: Any) -> KeyPair:
+    if existing is None:
+        return certs.new_ca(cn, now, spec.validity_days)
+    if certs.due(existing.cert, now, spec.renewal_days):
+        return certs.renew_ca(existing, now, spec.validity_days)
+    return existing
+
+
+def broker_dns_names(cluster: Cluster, broker_id: int) -> list[str]:
+    ns = cluster.namespace
+    pod = cluster.broker_pod(broker_id)
+    names = [
+        f"{pod}.{cluster.broker_headless}.{ns}.svc",
+        f"{pod}.{cluster.broker_headless}.{ns}.svc.cluster.local",
+        f"{pod}.{cluster.broker_headless}.{ns}",
+        f"{pod}.{cluster.broker_headless}",
+    ]
+    for service in (cluster.bootstrap, cluster.broker_headless):
+        names += [service, f"{service}.{ns}", f"{service}.{ns}.svc"]
+        names.append(f"{service}.{ns}.svc.cluster.local")
+    external = cluster.external_address(broker_id)
+    if external is not None and not external[0].replace(".", "").isdigit():
+        names.append(external[0])
+    return names
+
+
+def plan_pki(cluster: Cluster, existing: Mapping[str, Data], now: datetime.datetime) -> Pki:
+    """The cluster's PKI: what the Secrets hold, kept; what is missing, due for renewal or
+    no longer fitting (SANs, signer), issued anew."""
+    name, spec = cluster.name, cluster.spec.certificates
+    cluster_ca = _ca(
+        _pair(existing.get(cluster_ca_secret(name)), "ca.key", "ca.crt"),
+        f"{name}-cluster-ca",
+        now,
+        spec,
+    )
+    clients_ca = _ca(
+        _pair(existing.get(clients_ca_secret(name)), "ca.key", "ca.crt"),
+        f"{name}-clients-ca",
+        now,
+        spec,
+    )
+    held = existing.get(broker_certs_secret(name)) or {}
+    current = {i: _split_keystore(held.get(f"broker-{i}.pem")) for i in range(cluster.broker_count)}
+
+    def fits(i: int, kp: KeyPair | None) -> bool:
+        return (
+            kp is not None
+            and certs.signed_by(kp.cert, cluster_ca)
+            and sorted(certs.dns_names(kp.cert)) == sorted(broker_dns_names(cluster, i))
+        )
+
+    renew_all = any(kp and certs.due(kp.cert, now, spec.renewal_days) for kp in current.values())
+    brokers = {}
+    for i, kp in current.items():
+        if renew_all or kp is None or not fits(i, kp):
+            kp = certs.issue(
+                cluster_ca, broker_name(name), now, spec.validity_days, broker_dns_names(cluster, i)
+            )
+        brokers[i] = kp
+    operator = _pair(existing.get(operator_certs_secret(name)), "tls.key", "tls.crt")
+    if (
+        operator is None
+        or not certs.signed_by(operator.cert, cluster_ca)
+        or certs.due(operator.cert, now, spec.renewal_days)
+    ):
+        operator = certs.issue(cluster_ca, operator_name(), now, spec.validity_days, server=False)
+    return Pki(cluster_ca, clients_ca, brokers, operator)
+
+
+def secret_data(cluster: Cluster, pki: Pki) -> dict[str, dict[str, str]]:
+    """Secret name -> its data (text), for every Secret of the cluster's PKI."""
+    name = cluster.name
+    brokers = {f"broker-{i}.pem": kp.keystore for i, kp in sorted(pki.brokers.items())}
+    return {
+        cluster_ca_secret(name): {"ca.key": pki.cluster_ca.key, "ca.crt": pki.cluster_ca.cert},
+        cluster_ca_cert_secret(name): {"ca.crt": pki.cluster_ca.cert},
+        clients_ca_secret(name): {"ca.key": pki.clients_ca.key, "ca.crt": pki.clients_ca.cert},
+        clients_ca_cert_secret(name): {"ca.crt": pki.clients_ca.cert},
+        broker_certs_secret(name): {
+            **brokers,
+            "ca.crt": pki.cluster_ca.cert,
+            "clients-ca.crt": pki.clients_ca.cert,
+        },
+        operator_certs_secret(name): {
+            "tls.key": pki.operator.key,
+            "tls.crt": pki.operator.cert,
+            "ca.crt": pki.cluster_ca.cert,
+        },
+    }
+
+
+def encode(data: Mapping[str, str]) -> dict[str, str]:
+    return {k: base64.b64encode(v.encode()).decode() for k, v in data.items()}
+
+
+def decode(data: Mapping[str, str] | None) -> dict[str, str]:
+    return {k: base64.b64decode(v).decode() for k, v in (data or {}).items()}
+
+
+# -- broker properties ------------------------------------------------------------------------
+
+
+def listener_properties(cluster: Cluster, broker_id: int, pod_ip: str) -> dict[str, str]:
+    """listeners, advertised.listeners, the protocol map and the security settings of one
+    broker of a secured cluster. TLS listeners advertise the pod's DNS name, which its
+    certificate names; plain ones keep the pod's IP."""
+    spec = cluster.spec
+    listeners = spec.listeners
+    host = cluster.broker_host(broker_id)
+    first = "INTERNAL" if listeners.external is not None else "PLAINTEXT"
+    bound = [(first, pod_ip, cluster.internal_port, "PLAINTEXT", pod_ip)]
+    bound.append((REPLICATION, pod_ip, REPLICATION_PORT, "SSL", host))
+    for c in listeners.clients:
+        advertised = host if c.type == "tls" else pod_ip
+        bound.append((c.name.upper(), pod_ip, c.port, c.security_protocol, advertised))
+    props: dict[str, str] = {}
+    listen = [f"{n}://{ip}:{port}" for n, ip, port, _, _ in bound]
+    advertise = [f"{n}://{adv}:{port}" for n, _, port, _, adv in bound]
+    protocols = [f"{n}:{proto}" for n, _, _, proto, _ in bound]
+    external = cluster.external_address(broker_id)
+    if external is not None:
+        from samsa_operator.resources import external_container_port
+
+        listen.append(f"EXTERNAL://{pod_ip}:{external_container_port(cluster)}")
+        advertise.append(f"EXTERNAL://{external[0]}:{external[1]}")
+        protocols.append("EXTERNAL:PLAINTEXT")
+    props["listeners"] = ",".join(listen)
+    props["advertised.listeners"] = ",".join(advertise)
+    props["listener.security.protocol.map"] = ",".join(protocols)
+    props["inter.broker.listener.name"] = REPLICATION if listeners.inter_broker == "tls" else first
+    props["ssl.keystore.type"] = "PEM"
+    props["ssl.keystore.location"] = f"{TLS_DIR}/broker-{broker_id}.pem"
+    props["ssl.truststore.type"] = "PEM"
+    props["ssl.truststore.location"] = f"{TLS_DIR}/ca.crt"
+    props[f"listener.name.{REPLICATION.lower()}.ssl.client.auth"] = "required"
+    mechanisms = False
+    for c in listeners.clients:
+        prefix = f"listener.name.{c.name}."
+        if c.authentication == "tls":
+            props[prefix + "ssl.client.auth"] = "required"
+            props[prefix + "ssl.truststore.location"] = f"{TLS_DIR}/clients-ca.crt"
+        elif c.authentication == "scram-sha-512":
+            props[prefix + "sasl.enabled.mechanisms"] = SCRAM
+            mechanisms = True
+    if mechanisms:
+        props["sasl.enabled.mechanisms"] = SCRAM
+    if spec.authorization is not None:
+        props["authorizer.class.name"] = AUTHORIZER
+        props["super.users"] = ";".join(super_users(cluster.name, spec))
+    return props
+
+
+# -- the operator's connection ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ClientTls:
+    """What a client needs for mutual TLS: the CA to trust, its certificate and key (PEM)."""
+
+    ca: str
+    cert: str
+    key: str
+
+    @property
+    def fingerprint(self) -> str:
+        return certs.fingerprint(self.ca, self.cert)
+
+
+def operator_tls(data: Data) -> ClientTls | None:
+    """The operator's credentials from its Secret's (decoded) data."""
+    if not all(data.get(k) for k in ("ca.crt", "tls.crt", "tls.key")):
+        return None
+    return ClientTls(data["ca.crt"], data["tls.crt"], data["tls.key"])
+
+
+def operator_bootstrap(cluster: Cluster) -> str:
+    return f"{cluster.bootstrap}.{cluster.namespace}.svc:{REPLICATION_PORT}"
