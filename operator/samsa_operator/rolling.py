@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from samsa_operator.models import OPERATOR_OWNED_KEYS
+from samsa_operator.models import OPERATOR_OWNED_KEYS, OPERATOR_OWNED_PREFIXES
 
 # The operator sets this one itself while partitions move (see operations), so it is never
 # a difference to act on.
@@ -69,7 +69,7 @@ def config_diff(wanted: Mapping[str, str], reported: Mapping[str, ReportedConfig
     to_delete: list[str] = []
     restart: list[str] = []
     for name in sorted(set(wanted) | set(reported)):
-        if name in NOT_COMPARED or name not in reported:
+        if name in NOT_COMPARED or name.startswith(OPERATOR_OWNED_PREFIXES) or name not in reported:
             continue
         now = reported[name]
         if name in wanted:

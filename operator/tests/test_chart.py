@@ -25,6 +25,7 @@ OTHER_VALUES = {
     "tolerations": [{"key": "ops", "operator": "Exists", "effect": "NoSchedule"}],
     "podAnnotations": {"example.com/team": "data"},
     "priorityClassName": "system-cluster-critical",
+    "networkPolicy": {"enabled": True},
 }
 
 
@@ -112,6 +113,35 @@ def test_watch_namespaces_get_roles_and_peerings(helm: str, tmp_path: Path) -> N
     assert cluster_resources == {"customresourcedefinitions", "nodes", "namespaces"}
 
 
+def rules_for(role: dict[str, Any], resource: str) -> list[set[str]]:
+    return [set(r["verbs"]) for r in role["rules"] if resource in r["resources"]]
+
+
+def test_secrets_at_least_privilege_and_network_policies_only_when_asked(
+    helm: str, tmp_path: Path
+) -> None:
+    docs = render(helm)
+    [role] = by_kind(docs, "ClusterRole")
+    # Read and written by name: never listed or watched, so no other Secret is in sight.
+    assert rules_for(role, "secrets") == [{"get", "create", "patch", "delete"}]
+    assert rules_for(role, "networkpolicies") == []
+    assert rules_for(role, "kafkausers") == [{"get", "list", "watch", "patch"}]
+    assert rules_for(role, "kafkausers/status") == [{"patch"}]
+    [deployment] = by_kind(docs, "Deployment")
+    [container] = deployment["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["SAMSA_OPERATOR_NETWORK_POLICIES"] == "false"
+
+    docs = render(helm, "--values", values_file(tmp_path, OTHER_VALUES))
+    for role in by_kind(docs, "Role"):
+        assert rules_for(role, "networkpolicies") == [{"get", "list", "create", "patch", "delete"}]
+        assert rules_for(role, "secrets") == [{"get", "create", "patch", "delete"}]
+    [deployment] = by_kind(docs, "Deployment")
+    [container] = deployment["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["SAMSA_OPERATOR_NETWORK_POLICIES"] == "true"
+
+
 def test_without_peering_upgrades_never_overlap(helm: str) -> None:
     docs = render(helm, "--set", "peering.enabled=false")
     [deployment] = by_kind(docs, "Deployment")
@@ -140,6 +170,7 @@ def test_chart_crds_include_kopf_peerings(helm: str) -> None:
         (["--set", "image.pullPolicy=Sometimes"], "pullPolicy"),
         (["--set", "resyncSeconds=-5"], "resyncSeconds"),
         (["--set", "bogus=1"], "bogus"),
+        (["--set", "networkPolicy.enabled=maybe"], "networkPolicy"),
         (["--set", "peering.enabled=false", "--set", "replicas=2"], "replicas"),
     ],
 )

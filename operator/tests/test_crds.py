@@ -139,7 +139,7 @@ def test_bad_topics_fail_the_schema() -> None:
 
 
 def test_printer_columns_and_short_names() -> None:
-    for kind, short in (("KafkaCluster", "kc"), ("Topic", "kt")):
+    for kind, short in (("KafkaCluster", "kc"), ("Topic", "kt"), ("KafkaUser", "ku")):
         doc = yaml.safe_load(crds.render(kind))
         assert doc["spec"]["names"]["shortNames"] == [short]
         [version] = doc["spec"]["versions"]

@@ -1,0 +1,371 @@
+"""A secured KafkaCluster, without an API server: listener specs the operator refuses (and
+why), the brokers' security properties as the broker itself reads them, the PKI (issued,
+kept, renewed) checked with real TLS handshakes, the NetworkPolicy, and a KafkaUser's
+credentials and ACLs."""
+
+from __future__ import annotations
+
+import datetime
+import socket
+import ssl
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+from op_support import K8S_VERSIONS
+
+from samsa.config import KafkaConfig
+from samsa.security.principal import tls_principal
+from samsa_operator import certs, models, resources, rolling, security, users
+from samsa_operator.resources import Cluster
+
+# Handshakes check validity against the real clock: the PKI is made now.
+NOW = datetime.datetime.now(datetime.UTC)
+
+SECURED: dict[str, Any] = {
+    "brokers": {"replicas": 3},
+    "listeners": {
+        "clients": [
+            {"name": "scram", "port": 9093, "type": "tls", "authentication": "scram-sha-512"},
+            {"name": "mtls", "port": 9094, "type": "tls", "authentication": "tls"},
+            {"name": "sasl", "port": 9095, "type": "plain", "authentication": "scram-sha-512"},
+        ],
+        "interBroker": "tls",
+    },
+    "authorization": {"superUsers": ["User:admin"]},
+    "certificates": {"validityDays": 100, "renewalDays": 10},
+}
+
+
+def secured(spec: dict[str, Any] | None = None, **changes: Any) -> Cluster:
+    raw = {**SECURED, **(spec or {})}
+    c = Cluster("c", "ns1", "uid-1", models.KafkaClusterSpec.model_validate(raw))
+    return Cluster(**{**c.__dict__, **changes})
+
+
+@pytest.mark.parametrize(
+    ("listeners", "extra", "complaint"),
+    [
+        (
+            [{"name": "a", "port": 9093, "type": "plain", "authentication": "tls"}],
+            {},
+            "clients[0] (a): authentication tls needs type tls",
+        ),
+        (
+            [{"name": "replication", "port": 9093}],
+            {},
+            "clients[0] (replication): the name is taken",
+        ),
+        (
+            [{"name": "a", "port": 9093}, {"name": "a", "port": 9095}],
+            {},
+            "clients[1] (a): the name is taken",
+        ),
+        ([{"name": "a", "port": 9092}], {}, "port 9092 is taken by internalPort"),
+        ([{"name": "a", "port": 9091}], {}, "port 9091 is taken by the replication listener"),
+        (
+            [{"name": "a", "port": 9093}, {"name": "b", "port": 9093}],
+            {},
+            "clients[1] (b): port 9093 is taken by clients[0] (a)",
+        ),
+        (
+            [{"name": "a", "port": 9093}],
+            {"authorization": {}},
+            "authorization needs listeners.interBroker: tls",
+        ),
+        (
+            [{"name": "a", "port": 9093}],
+            {"certificates": {"validityDays": 30, "renewalDays": 30}},
+            "renewalDays must be less than validityDays",
+        ),
+    ],
+)
+def test_listener_combinations_the_operator_refuses(
+    listeners: list[dict[str, Any]], extra: dict[str, Any], complaint: str
+) -> None:
+    spec = {"listeners": {"clients": listeners}, **extra}
+    with pytest.raises(models.SpecError) as refused:
+        models.parse_spec(models.KafkaClusterSpec, spec)
+    assert complaint in str(refused.value)
+
+
+def test_security_settings_in_spec_config_are_the_operators() -> None:
+    for key in ("super.users", "listener.name.scram.sasl.enabled.mechanisms"):
+        with pytest.raises(models.SpecError, match="is set by the operator"):
+            models.parse_spec(models.KafkaClusterSpec, {"config": {key: "x"}})
+
+
+def started(c: Cluster, broker_id: int) -> dict[str, str]:
+    props = resources.broker_properties(c, broker_id)
+    return {k: v.replace("$(POD_IP)", "10.0.0.7") for k, v in props.items()}
+
+
+def test_secured_properties_the_kafka_way() -> None:
+    c = secured()
+    props = started(c, 1)
+    host = "c-kafka-1.c-kafka-brokers.ns1.svc"
+    assert props["listeners"] == (
+        "PLAINTEXT://10.0.0.7:9092,REPLICATION://10.0.0.7:9091,SCRAM://10.0.0.7:9093,"
+        "MTLS://10.0.0.7:9094,SASL://10.0.0.7:9095"
+    )
+    assert props["advertised.listeners"] == (
+        f"PLAINTEXT://10.0.0.7:9092,REPLICATION://{host}:9091,SCRAM://{host}:9093,"
+        f"MTLS://{host}:9094,SASL://10.0.0.7:9095"
+    )
+    assert props["listener.security.protocol.map"] == (
+        "PLAINTEXT:PLAINTEXT,REPLICATION:SSL,SCRAM:SASL_SSL,MTLS:SSL,SASL:SASL_PLAINTEXT"
+    )
+    assert props["inter.broker.listener.name"] == "REPLICATION"
+    assert props["ssl.keystore.location"] == "/etc/samsa/tls/broker-1.pem"
+    assert props["listener.name.replication.ssl.client.auth"] == "required"
+    assert props["listener.name.mtls.ssl.client.auth"] == "required"
+    assert props["listener.name.mtls.ssl.truststore.location"] == "/etc/samsa/tls/clients-ca.crt"
+    assert props["listener.name.scram.sasl.enabled.mechanisms"] == "SCRAM-SHA-512"
+    assert props["authorizer.class.name"] == "kafka.security.authorizer.AclAuthorizer"
+    assert (
+        props["super.users"]
+        == "User:CN=c-kafka,O=samsa.dev;User:CN=samsa-operator,O=samsa.dev;User:admin"
+    )
+    # The broker's own reading of them.
+    config = KafkaConfig(props)
+    assert config.broker_id == 1
+    assert config.for_listener("MTLS", "ssl.client.auth") == "required"
+    assert config.for_listener("SCRAM", "sasl.enabled.mechanisms") == ["SCRAM-SHA-512"]
+
+
+def test_plain_clusters_keep_their_properties_and_pod_template() -> None:
+    plain = Cluster("c", "ns1", "u", models.KafkaClusterSpec())
+    assert not plain.spec.secured
+    props = resources.broker_properties(plain, 0)
+    assert props["listeners"] == "PLAINTEXT://$(POD_IP):9092"
+    assert not any(k.startswith(("ssl.", "listener.name.")) for k in props)
+    sts = resources.broker_statefulset(plain)
+    assert [v["name"] for v in sts["spec"]["template"]["spec"]["volumes"]] == [
+        "config",
+        "podinfo",
+        "run",
+        "tmp",
+    ]
+
+
+def test_security_keys_are_never_a_difference_to_act_on() -> None:
+    reported = {
+        "listener.name.mtls.ssl.client.auth": rolling.ReportedConfig("none", "static", True),
+        "super.users": rolling.ReportedConfig("User:x", "static", True),
+    }
+    assert rolling.config_diff(started(secured(), 0), reported).empty
+
+
+@pytest.mark.parametrize("version", K8S_VERSIONS[-1:])
+def test_secured_children_are_valid_kubernetes(version: str) -> None:
+    c = secured(pki_rotation="abc", network_policy=True)
+    pki = security.plan_pki(c, {}, NOW)
+    for obj in resources.children(c) + resources.pki_secrets(c, pki):
+        kubernetes_validate.validate(obj, version, strict=True)
+    sts = resources.broker_statefulset(c)
+    template = sts["spec"]["template"]
+    assert template["metadata"]["annotations"][resources.CERTIFICATES_ANNOTATION] == "abc"
+    [broker] = template["spec"]["containers"]
+    assert {"name": "tls", "mountPath": "/etc/samsa/tls", "readOnly": True} in broker[
+        "volumeMounts"
+    ]
+    assert {p["containerPort"] for p in broker["ports"]} >= {9091, 9093, 9094, 9095}
+    bootstrap = next(
+        o for o in resources.children(c) if o["metadata"]["name"] == "c-kafka-bootstrap"
+    )
+    assert [p["port"] for p in bootstrap["spec"]["ports"]] == [9092, 9091, 9093, 9094, 9095]
+
+
+def test_network_policy_opens_the_listeners_and_the_replication_port_to_brokers_only() -> None:
+    policy = resources.network_policy(secured())
+    [open_, replication] = policy["spec"]["ingress"]
+    assert "from" not in open_
+    assert {p["port"] for p in open_["ports"]} == {9092, 9644, 9093, 9094, 9095}
+    assert replication["ports"] == [{"protocol": "TCP", "port": 9091}]
+    sources = replication["from"]
+    assert sources[0]["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "kafka"
+    assert sources[1]["podSelector"]["matchLabels"] == {"app.kubernetes.io/name": "samsa-operator"}
+    assert not any(
+        o["kind"] == "NetworkPolicy" for o in resources.children(secured(network_policy=False))
+    )
+
+
+# -- the PKI ----------------------------------------------------------------------------------
+
+
+def data_of(c: Cluster, pki: security.Pki) -> dict[str, dict[str, str]]:
+    return security.secret_data(c, pki)
+
+
+def handshake(
+    server_pem: str, server_ca: str, client_ca: str, hostname: str, client_pem: str | None
+) -> str:
+    """A real TLS handshake (OpenSSL, through the ssl module) between a server with
+    `server_pem` that wants a client certificate from `server_ca`, and a client that trusts
+    `client_ca` and checks `hostname`. Returns the client's principal as the broker sees it."""
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+
+        def file(name: str, text: str) -> str:
+            (folder / name).write_text(text)
+            return str(folder / name)
+
+        server_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        server_ctx.load_cert_chain(file("server.pem", server_pem))
+        server_ctx.verify_mode = ssl.CERT_OPTIONAL
+        server_ctx.load_verify_locations(cadata=server_ca)
+        client_ctx = ssl.create_default_context(cadata=client_ca)
+        if client_pem:
+            client_ctx.load_cert_chain(file("client.pem", client_pem))
+        a, b = socket.socketpair()
+        seen: dict[str, Any] = {}
+
+        def serve() -> None:
+            try:
+                with server_ctx.wrap_socket(a, server_side=True) as s:
+                    seen["peer"] = s.getpeercert()
+            except ssl.SSLError as exc:
+                seen["error"] = exc
+
+        thread = threading.Thread(target=serve)
+        thread.start()
+        try:
+            with client_ctx.wrap_socket(b, server_hostname=hostname):
+                pass
+        finally:
+            thread.join(10)
+        if "error" in seen:
+            raise seen["error"]
+        return str(tls_principal(seen.get("peer") or None))
+
+
+def test_pki_serves_the_brokers_names_and_authenticates_the_operator() -> None:
+    c = secured()
+    pki = security.plan_pki(c, {}, NOW)
+    data = data_of(c, pki)
+    ca = data["c-cluster-ca-cert"]["ca.crt"]
+    assert data["c-cluster-ca-cert"] == {"ca.crt": pki.cluster_ca.cert}
+    assert "ca.key" not in data["c-clients-ca-cert"]
+    broker = data["c-kafka-certs"]["broker-2.pem"]
+    operator = pki.operator.keystore
+    for name in ("c-kafka-2.c-kafka-brokers.ns1.svc", "c-kafka-bootstrap.ns1.svc"):
+        principal = handshake(broker, ca, ca, name, operator)
+        assert principal == security.operator_principal()
+    # Brokers authenticate each other with their own certificates: the super user.
+    assert handshake(broker, ca, ca, "c-kafka-bootstrap", broker) == security.broker_principal("c")
+    with pytest.raises(ssl.SSLCertVerificationError):
+        handshake(broker, ca, ca, "c-kafka-2.elsewhere.svc", operator)
+    with pytest.raises(ssl.SSLCertVerificationError):
+        handshake(broker, ca, pki.clients_ca.cert, "c-kafka-bootstrap", operator)
+
+
+def decoded(c: Cluster, pki: security.Pki) -> dict[str, dict[str, str]]:
+    """What the Secrets read back give (base64 and back)."""
+    return {n: security.decode(security.encode(d)) for n, d in data_of(c, pki).items()}
+
+
+def test_pki_is_kept_then_renewed_before_expiry_with_a_new_rotation() -> None:
+    c = secured()
+    first = security.plan_pki(c, {}, NOW)
+    again = security.plan_pki(c, decoded(c, first), NOW + datetime.timedelta(days=80))
+    assert data_of(c, again) == data_of(c, first)
+    assert again.rotation == first.rotation
+
+    # A new broker gets its certificate; the others keep theirs, and nothing rolls.
+    grown = secured({"brokers": {"replicas": 4}})
+    bigger = security.plan_pki(grown, decoded(c, first), NOW + datetime.timedelta(days=1))
+    assert {i: bigger.brokers[i] for i in range(3)} == first.brokers
+    assert 3 in bigger.brokers and bigger.rotation == first.rotation
+
+    # Within renewalDays of the end: the CAs (same keys) and every broker renewed.
+    late = NOW + datetime.timedelta(days=91)
+    renewed = security.plan_pki(c, decoded(c, first), late)
+    assert renewed.cluster_ca.key == first.cluster_ca.key
+    assert renewed.cluster_ca.cert != first.cluster_ca.cert
+    assert certs.expiry(renewed.cluster_ca.cert) > late + datetime.timedelta(days=90)
+    assert all(renewed.brokers[i].cert != first.brokers[i].cert for i in range(3))
+    assert renewed.operator.cert != first.operator.cert
+    assert renewed.rotation != first.rotation
+    # Clients that hold the old CA certificate still trust the renewed brokers, and the
+    # renewed CA still trusts what the old one signed (same subject, same key).
+    assert certs.signed_by(renewed.brokers[0].cert, first.cluster_ca)
+    assert certs.signed_by(first.brokers[0].cert, renewed.cluster_ca)
+
+
+def test_a_replaced_ca_reissues_what_it_no_longer_signs() -> None:
+    c = secured()
+    first = decoded(c, security.plan_pki(c, {}, NOW))
+    del first["c-cluster-ca"]
+    replaced = security.plan_pki(c, first, NOW)
+    assert all(certs.signed_by(kp.cert, replaced.cluster_ca) for kp in replaced.brokers.values())
+    assert certs.signed_by(replaced.operator.cert, replaced.cluster_ca)
+
+
+# -- KafkaUser --------------------------------------------------------------------------------
+
+
+def user_spec(kind: str, acls: list[dict[str, Any]] | None = None) -> models.KafkaUserSpec:
+    raw: dict[str, Any] = {"clusterRef": "c", "authentication": {"type": kind}}
+    if acls is not None:
+        raw["authorization"] = {"acls": acls}
+    return models.parse_spec(models.KafkaUserSpec, raw)
+
+
+def test_user_acls_in_kafkas_terms_and_the_plan_to_reach_them() -> None:
+    spec = user_spec(
+        "scram-sha-512",
+        [
+            {"resource": {"type": "topic", "name": "a"}, "operations": ["Write", "Describe"]},
+            {
+                "resource": {"type": "group", "name": "g-", "patternType": "prefix"},
+                "operations": ["Read"],
+                "type": "deny",
+            },
+            {"resource": {"type": "cluster"}, "operations": ["IdempotentWrite"]},
+        ],
+    )
+    acls = users.desired_acls(spec, "User:alice")
+    assert sorted(acls) == [
+        users.Acl(
+            "BROKER", "kafka-cluster", "LITERAL", "User:alice", "*", "IDEMPOTENT_WRITE", "ALLOW"
+        ),
+        users.Acl("GROUP", "g-", "PREFIXED", "User:alice", "*", "READ", "DENY"),
+        users.Acl("TOPIC", "a", "LITERAL", "User:alice", "*", "DESCRIBE", "ALLOW"),
+        users.Acl("TOPIC", "a", "LITERAL", "User:alice", "*", "WRITE", "ALLOW"),
+    ]
+    stale = users.Acl("TOPIC", "b", "LITERAL", "User:alice", "*", "READ", "ALLOW")
+    kept = users.Acl("TOPIC", "a", "LITERAL", "User:alice", "*", "WRITE", "ALLOW")
+    plan = users.plan_acls(acls, {stale, kept})
+    assert plan.delete == [stale]
+    assert kept not in plan.create and len(plan.create) == 3
+
+
+def test_user_acl_operations_are_refused_unless_kafkas() -> None:
+    with pytest.raises(models.SpecError, match="operations"):
+        user_spec("tls", [{"resource": {"type": "topic"}, "operations": ["Eat"]}])
+
+
+def test_scram_secret_keeps_its_password() -> None:
+    first = users.scram_secret("alice", {})
+    assert len(first["password"]) >= 32
+    assert 'username="alice"' in first["sasl.jaas.config"]
+    assert users.scram_secret("alice", first) == first
+    assert users.scram_secret("bob", {})["password"] != first["password"]
+
+
+def test_tls_user_certificate_is_the_principal_the_broker_sees() -> None:
+    c = secured()
+    pki = security.plan_pki(c, {}, NOW)
+    data = users.tls_secret("alice", {}, pki.clients_ca, NOW, 100, 10)
+    assert users.tls_secret("alice", data, pki.clients_ca, NOW, 100, 10) == data
+    ca = pki.cluster_ca.cert
+    broker = pki.brokers[0].keystore
+    seen = handshake(broker, pki.clients_ca.cert, ca, "c-kafka-bootstrap", data["user.pem"])
+    assert seen == security.user_principal("alice", "tls") == "User:CN=alice"
+    late = users.tls_secret(
+        "alice", data, pki.clients_ca, NOW + datetime.timedelta(days=95), 100, 10
+    )
+    assert late["user.crt"] != data["user.crt"]
