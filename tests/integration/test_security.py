@@ -1,0 +1,180 @@
+"""A secured KafkaCluster run by the real operator on the real control plane, its broker
+pods run by the node agent against one real ZooKeeper: a TLS listener with SCRAM-SHA-512,
+brokers replicating over mutual TLS, ACLs. A KafkaUser's Secret lets a librdkafka client in
+over SASL_SSL, trusting the CA the operator publishes; deleting the user takes its
+credentials away. A listener spec the operator cannot run gets a condition saying why."""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+import sys
+from typing import Any
+
+import day2_scenarios as scenarios
+import pytest
+from day2_support import apply, wait_ready
+from kube_support import CHART, OPERATOR_ENV, condition
+
+from samsa.local import ZooKeeperServer
+from samsa.testing.cluster import FAST
+from samsa.testing.kube import KubeNamespace, eventually
+
+pytestmark = pytest.mark.timeout(600)
+NAME = scenarios.NAME
+SCRAM_PORT, MTLS_PORT = 9093, 9094
+
+
+def secured_cluster(zk: ZooKeeperServer, brokers: int) -> dict[str, Any]:
+    body = scenarios.cluster(brokers, zookeeper={"connect": zk.connect_string}, **FAST)
+    body["spec"]["brokers"]["terminationGracePeriodSeconds"] = 30
+    body["spec"]["listeners"] = {
+        "clients": [
+            {"name": "scram", "port": SCRAM_PORT, "type": "tls", "authentication": "scram-sha-512"},
+            {"name": "mtls", "port": MTLS_PORT, "type": "tls", "authentication": "tls"},
+        ],
+        "interBroker": "tls",
+    }
+    body["spec"]["authorization"] = {"type": "simple"}
+    return body
+
+
+def user(name: str, kind: str, acls: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "apiVersion": "kafka.samsa.dev/v1alpha1",
+        "kind": "KafkaUser",
+        "metadata": {"name": name},
+        "spec": {
+            "clusterRef": NAME,
+            "authentication": {"type": kind},
+            "authorization": {"acls": acls},
+        },
+    }
+
+
+# Produces 50 records to a topic it creates and reads them back in group g, or says why it
+# could not connect. In a process that resolves names as the pods do (nss_wrapper).
+CLIENT = """
+import json, sys
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+conf, mode, topic = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3]
+errors = []
+conf["error_cb"] = errors.append
+if mode == "refused":
+    try:
+        AdminClient(conf).list_topics(timeout=20)
+        print(json.dumps({"connected": True}))
+    except KafkaException as exc:
+        codes = [e.code() for e in errors] + [exc.args[0].code()]
+        print(json.dumps({"connected": False, "authentication": KafkaError._AUTHENTICATION in codes,
+                          "errors": [str(e) for e in errors][:3]}))
+    sys.exit(0)
+admin = AdminClient(conf)
+admin.create_topics([NewTopic(topic, 3, 3)])[topic].result(60)
+p = Producer({**conf, "acks": "all"})
+for i in range(50):
+    p.produce(topic, key=b"%d" % i, value=b"v%d" % i)
+assert p.flush(60) == 0, "records left unsent"
+c = Consumer({**conf, "group.id": "g", "auto.offset.reset": "earliest"})
+c.subscribe([topic])
+seen = set()
+while len(seen) < 50:
+    m = c.poll(60)
+    assert m is not None, "no record within 60 s"
+    if m.error() is not None:
+        raise SystemExit(str(m.error()))
+    seen.add(m.value())
+c.close()
+print(json.dumps({"consumed": len(seen)}))
+"""
+
+
+def client(kube: KubeNamespace, conf: dict[str, Any], mode: str, topic: str) -> dict[str, Any]:
+    done = subprocess.run(
+        [sys.executable, "-c", CLIENT, json.dumps(conf), mode, topic],
+        capture_output=True,
+        text=True,
+        timeout=200,
+        env={**kube.env(), **kube.agent.name_env()},
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+async def secret(kube: KubeNamespace, name: str) -> dict[str, str]:
+    found = await kube.get("secret", name)
+    return {k: base64.b64decode(v).decode() for k, v in found["data"].items()}
+
+
+async def ready_user(kube: KubeNamespace, name: str) -> dict[str, Any]:
+    async def ready() -> dict[str, Any] | None:
+        found = await kube.maybe_get("kafkauser", name)
+        return found if condition(found).get("status") == "True" else None
+
+    return await eventually(ready, 90, f"KafkaUser {name} ready")
+
+
+@pytest.mark.slow
+async def test_a_kafka_user_connects_over_sasl_ssl_and_is_refused_once_deleted(
+    kube: KubeNamespace, zookeeper: ZooKeeperServer
+) -> None:
+    await kube.install_operator(CHART, **OPERATOR_ENV)
+    await apply(kube, json.dumps(secured_cluster(zookeeper, 3)))
+    # Ready needs the controller's id, which the operator asks for over mutual TLS.
+    status = await wait_ready(kube, 3, within=240)
+    assert status["controllerId"] is not None
+    ca = (await secret(kube, f"{NAME}-cluster-ca-cert"))["ca.crt"]
+    assert "BEGIN CERTIFICATE" in ca and "PRIVATE KEY" not in ca
+
+    acls = [
+        {"resource": {"type": "topic", "name": "secured"}, "operations": ["All"]},
+        {"resource": {"type": "group", "name": "g"}, "operations": ["Read"]},
+    ]
+    await apply(kube, json.dumps(user("alice", "scram-sha-512", acls)))
+    found = await ready_user(kube, "alice")
+    assert found["status"]["username"] == "User:alice"
+    assert found["status"]["acls"] == 2
+    creds = await secret(kube, "alice")
+    bootstrap = f"{NAME}-kafka-bootstrap.{kube.name}.svc:{SCRAM_PORT}"
+    conf = {
+        "bootstrap.servers": bootstrap,
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.username": "alice",
+        "sasl.password": creds["password"],
+        "ssl.ca.pem": ca,
+    }
+    assert client(kube, conf, "use", "secured") == {"consumed": 50}
+    wrong = client(kube, {**conf, "sasl.password": "not-it"}, "refused", "secured")
+    assert wrong["connected"] is False and wrong["authentication"], wrong
+
+    await kube.kubectl("delete", "kafkauser", "alice", "--timeout=90s", within=120)
+    assert await kube.maybe_get("secret", "alice") is None
+    refused = client(kube, conf, "refused", "secured")
+    assert refused["connected"] is False and refused["authentication"], refused
+
+
+async def test_a_listener_spec_the_brokers_cannot_run_gets_a_condition(
+    kube: KubeNamespace,
+) -> None:
+    kube.run_only_the_operator()
+    await kube.install_operator(CHART, **OPERATOR_ENV)
+    body = scenarios.cluster(1)
+    body["spec"]["listeners"] = {
+        "clients": [{"name": "mtls", "port": MTLS_PORT, "type": "plain", "authentication": "tls"}]
+    }
+    await apply(kube, json.dumps(body))
+
+    async def invalid() -> dict[str, Any] | None:
+        cond = condition(await kube.maybe_get("kc", NAME))
+        return cond if cond.get("reason") == "InvalidSpec" else None
+
+    cond = await eventually(invalid, 60, "Ready=False InvalidSpec")
+    assert cond["status"] == "False"
+    assert "clients[0] (mtls): authentication tls needs type tls" in cond["message"]
+    # Nothing was made of it: no certificates, no brokers.
+    assert await kube.maybe_get("sts", f"{NAME}-kafka") is None
+    assert await kube.maybe_get("secret", f"{NAME}-cluster-ca") is None
