@@ -56,10 +56,54 @@ def _int(
 
 
 def kafka_params(options: Mapping[str, str]) -> dict[str, str]:
-    """The `kafka.*` options with their prefix removed: librdkafka configuration."""
-    return {
+    """The `kafka.*` options with their prefix removed: librdkafka configuration. The Java
+    client's security settings, which Spark's own connector takes, are translated, so one set
+    of options serves both formats."""
+    params = {
         k[len("kafka.") :]: str(v) for k, v in options.items() if k.lower().startswith("kafka.")
     }
+    return java_security_to_librdkafka(params)
+
+
+# username="..." and password="..." of a JAAS config (PlainLoginModule, ScramLoginModule).
+_JAAS_OPTION = re.compile(r'\b(username|password)\s*=\s*"((?:[^"\\]|\\.)*)"')
+
+
+def java_security_to_librdkafka(params: Mapping[str, str]) -> dict[str, str]:
+    """sasl.jaas.config becomes sasl.username and sasl.password; PEM trust and key stores
+    (KIP-651: ssl.truststore.location or .certificates, ssl.keystore.location or .key with
+    .certificate.chain) become librdkafka's ssl.ca.*, ssl.certificate.* and ssl.key.*."""
+    out = dict(params)
+    jaas = out.pop("sasl.jaas.config", None)
+    if jaas is not None:
+        found = {k: v.replace('\\"', '"') for k, v in _JAAS_OPTION.findall(jaas)}
+        if "username" not in found or "password" not in found:
+            raise SamsaOptionError(
+                'option kafka.sasl.jaas.config needs username="..." and password="..."'
+            )
+        out.setdefault("sasl.username", found["username"])
+        out.setdefault("sasl.password", found["password"])
+    for store in ("ssl.truststore.type", "ssl.keystore.type"):
+        kind = out.pop(store, None)
+        if kind is not None and kind.upper() != "PEM":
+            raise SamsaOptionError(
+                f"option kafka.{store}={kind}: only PEM stores (KIP-651) are read here"
+            )
+    renames = {
+        "ssl.truststore.location": "ssl.ca.location",
+        "ssl.truststore.certificates": "ssl.ca.pem",
+        "ssl.keystore.key": "ssl.key.pem",
+        "ssl.keystore.certificate.chain": "ssl.certificate.pem",
+        "ssl.keystore.password": "ssl.key.password",
+    }
+    for java, librdkafka in renames.items():
+        if java in out:
+            out.setdefault(librdkafka, out.pop(java))
+    keystore = out.pop("ssl.keystore.location", None)
+    if keystore is not None:  # one PEM file: the key, then its certificate chain
+        out.setdefault("ssl.key.location", keystore)
+        out.setdefault("ssl.certificate.location", keystore)
+    return out
 
 
 def bootstrap_servers(options: Mapping[str, str]) -> str:

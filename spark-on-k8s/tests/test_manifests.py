@@ -213,3 +213,45 @@ def test_the_image_bundles_the_jar_set_spark_kafka():
     assert pinned == set(added)
     (base,) = re.findall(r"^ARG SPARK_IMAGE=spark:([0-9.]+)-python3$", _dockerfile(), re.M)
     assert f"spark-sql-kafka-0-10_2.13-{base}.jar" in added
+
+
+def test_the_secured_application_authenticates_with_its_kafka_users_secret(tmp_path):
+    """manifests/secured: the KafkaUser (valid for the operator's CRD) and a SparkApplication
+    that mounts the user's Secret and the cluster CA's, and turns them into SASL_SSL settings."""
+    from samsa_operator import crds, models
+    from samsa_spark.jobs.common import arguments
+
+    user, app = yaml.safe_load_all((MANIFESTS / "secured" / "ad-clicks-sasl-ssl.yaml").read_text())
+    assert OAS30Validator(crds.openapi_schema("KafkaUser")).is_valid(user)
+    models.parse_spec(models.KafkaUserSpec, user["spec"])
+    assert _errors(_spark_app_validator(), app) == []
+    secrets = {
+        v["name"]: v["secret"]["secretName"] for v in app["spec"]["volumes"] if "secret" in v
+    }
+    assert secrets == {
+        "kafka-user": user["metadata"]["name"],
+        "kafka-ca": f"{user['spec']['clusterRef']}-cluster-ca-cert",
+    }
+    # The arguments, with the Secrets as the operator writes them mounted under tmp_path.
+    (tmp_path / "user").mkdir()
+    (tmp_path / "ca").mkdir()
+    jaas = (
+        "org.apache.kafka.common.security.scram.ScramLoginModule required "
+        'username="samsa-ad-clicks" password="s3cret";'
+    )
+    (tmp_path / "user" / "sasl.jaas.config").write_text(jaas)
+    (tmp_path / "ca" / "ca.crt").write_text("-----BEGIN CERTIFICATE-----\n")
+    argv = [
+        a.replace("/etc/samsa/kafka-user", str(tmp_path / "user")).replace(
+            "/etc/samsa/kafka-ca", str(tmp_path / "ca")
+        )
+        for a in app["spec"]["arguments"]
+    ]
+    options = arguments("t", argv).kafka_options
+    assert options == {
+        "kafka.security.protocol": "SASL_SSL",
+        "kafka.sasl.mechanism": "SCRAM-SHA-512",
+        "kafka.sasl.jaas.config": jaas,
+        "kafka.ssl.truststore.type": "PEM",
+        "kafka.ssl.truststore.location": str(tmp_path / "ca" / "ca.crt"),
+    }

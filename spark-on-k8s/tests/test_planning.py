@@ -20,6 +20,7 @@ from samsa_spark.options import (
     OffsetSpec,
     SamsaOptionError,
     parse_offsets,
+    parse_sink_options,
     parse_source_options,
     parse_subscription,
 )
@@ -132,3 +133,37 @@ def test_commit_log_arithmetic():
     rows = [("t", None, b"x", ()), ("t", None, b"x", ()), ("t", b"k", b"y", ())]
     present = Counter({("t", None, b"x", ()): 1})
     assert missing(rows, present, lambda r: r) == [("t", None, b"x", ()), ("t", b"k", b"y", ())]
+
+
+def test_java_security_settings_become_librdkafkas():
+    """One set of options for both formats: the Java client's names (Spark's connector) are
+    translated for librdkafka."""
+    jaas = (
+        "org.apache.kafka.common.security.scram.ScramLoginModule required "
+        'username="alice" password="pa\\"ss";'
+    )
+    o = parse_sink_options(
+        {
+            **BS,
+            "kafka.security.protocol": "SASL_SSL",
+            "kafka.sasl.mechanism": "SCRAM-SHA-512",
+            "kafka.sasl.jaas.config": jaas,
+            "kafka.ssl.truststore.type": "PEM",
+            "kafka.ssl.truststore.location": "/ca/ca.crt",
+            "kafka.ssl.keystore.location": "/user/user.pem",
+        }
+    )
+    assert o.kafka == {
+        "bootstrap.servers": "h:1",
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.username": "alice",
+        "sasl.password": 'pa"ss',
+        "ssl.ca.location": "/ca/ca.crt",
+        "ssl.key.location": "/user/user.pem",
+        "ssl.certificate.location": "/user/user.pem",
+    }
+    with pytest.raises(SamsaOptionError, match="only PEM stores"):
+        parse_sink_options({**BS, "kafka.ssl.truststore.type": "JKS"})
+    with pytest.raises(SamsaOptionError, match="needs username"):
+        parse_sink_options({**BS, "kafka.sasl.jaas.config": "x required;"})

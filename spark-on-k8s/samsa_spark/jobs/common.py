@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
@@ -38,6 +39,18 @@ def arguments(
         help="client setting for source and sink (repeatable), e.g. enable.idempotence=false: "
         "librdkafka's with --format samsa, the Java client's with --format kafka",
     )
+    p.add_argument(
+        "--kafka-user-secret",
+        metavar="DIR",
+        help="where a KafkaUser's Secret is mounted: its SCRAM password (SASL_SSL) or its "
+        "client certificate (SSL) authenticates source and sink",
+    )
+    p.add_argument(
+        "--kafka-ca",
+        metavar="FILE",
+        help="the CA certificate (PEM) the brokers' certificates are checked against: ca.crt "
+        "of the Secret <cluster>-cluster-ca-cert",
+    )
     if streaming:
         p.add_argument(
             "--format",
@@ -63,8 +76,38 @@ def arguments(
     for item in args.kafka:
         if "=" not in item:
             p.error(f"--kafka {item!r}: expected KEY=VALUE")
-    args.kafka_options = {f"kafka.{k}": v for k, v in (item.split("=", 1) for item in args.kafka)}
+    security = {}
+    if args.kafka_user_secret or args.kafka_ca:
+        security = kafka_user_options(args.kafka_user_secret, args.kafka_ca)
+    given = dict(item.split("=", 1) for item in args.kafka)
+    args.kafka_options = {f"kafka.{k}": v for k, v in {**security, **given}.items()}
     return args
+
+
+def kafka_user_options(secret_dir: str | None, ca_file: str | None) -> dict[str, str]:
+    """Client settings, by the Java client's names (which Spark's connector takes and the
+    samsa format translates), from a mounted KafkaUser Secret and the cluster's CA: SASL_SSL
+    with SCRAM-SHA-512 when the Secret holds a password, SSL with the user's certificate when
+    it holds one."""
+    options: dict[str, str] = {}
+    tls = ca_file is not None
+    if ca_file:
+        options.update({"ssl.truststore.type": "PEM", "ssl.truststore.location": ca_file})
+    if secret_dir:
+        folder = Path(secret_dir)
+        if (folder / "sasl.jaas.config").exists():
+            options["security.protocol"] = "SASL_SSL" if tls else "SASL_PLAINTEXT"
+            options["sasl.mechanism"] = "SCRAM-SHA-512"
+            options["sasl.jaas.config"] = (folder / "sasl.jaas.config").read_text().strip()
+        elif (folder / "user.pem").exists():
+            options["security.protocol"] = "SSL"
+            options["ssl.keystore.type"] = "PEM"
+            options["ssl.keystore.location"] = str(folder / "user.pem")
+        else:
+            raise SystemExit(f"--kafka-user-secret {secret_dir}: no sasl.jaas.config or user.pem")
+    elif tls:
+        options["security.protocol"] = "SSL"
+    return options
 
 
 def session(app: str) -> SparkSession:
