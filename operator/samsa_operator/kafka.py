@@ -68,9 +68,10 @@ logging.getLogger("kafka").setLevel(logging.CRITICAL)
 class KafkaAdminError(Exception):
     """An admin request failed; `retriable` says whether trying again may help."""
 
-    def __init__(self, message: str, retriable: bool = True) -> None:
+    def __init__(self, message: str, retriable: bool = True, code: int | None = None) -> None:
         super().__init__(message)
         self.retriable = retriable
+        self.code = code  # Kafka's error code, when the brokers answered with one
 
 
 _TRANSIENT = (KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN)
@@ -80,7 +81,7 @@ def _error(exc: BaseException, what: str) -> KafkaAdminError:
     if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
         err: KafkaError = exc.args[0]
         transient = err.retriable() or err.code() in _TRANSIENT
-        return KafkaAdminError(f"{what}: {err.str()}", retriable=bool(transient))
+        return KafkaAdminError(f"{what}: {err.str()}", bool(transient), err.code())
     return KafkaAdminError(f"{what}: {exc}")
 
 
@@ -250,7 +251,7 @@ class KafkaAdmin:
         try:
             found = await self._wait(futures[user], f"describe credentials of {user}")
         except KafkaAdminError as exc:
-            if "RESOURCE_NOT_FOUND" in str(exc) or "not found" in str(exc).lower():
+            if exc.code == KafkaError.RESOURCE_NOT_FOUND:
                 return False
             raise
         infos = getattr(found, "scram_credential_infos", None) or []
@@ -269,7 +270,7 @@ class KafkaAdmin:
         try:
             await self._wait(futures[user], f"delete the credentials of {user}")
         except KafkaAdminError as exc:
-            if "RESOURCE_NOT_FOUND" in str(exc) or "not found" in str(exc).lower():
+            if exc.code == KafkaError.RESOURCE_NOT_FOUND:
                 return False
             raise
         return True

@@ -369,3 +369,37 @@ def test_tls_user_certificate_is_the_principal_the_broker_sees() -> None:
         "alice", data, pki.clients_ca, NOW + datetime.timedelta(days=95), 100, 10
     )
     assert late["user.crt"] != data["user.crt"]
+
+
+def test_the_brokers_own_tls_code_takes_the_operators_pki(tmp_path: Path) -> None:
+    """The Secret as the pod mounts it and the properties as the broker starts with them:
+    the broker's TLS contexts load, and one broker reaches another's replication listener
+    with mutual TLS and the hostname checked (Kafka's default, https)."""
+    from samsa.security.sasl_config import enabled_mechanisms
+    from samsa.security.tls import client_context, server_context
+
+    c = secured()
+    pki = security.plan_pki(c, {}, NOW)
+    for name, text in security.secret_data(c, pki)[security.broker_certs_secret("c")].items():
+        (tmp_path / name).write_text(text)
+    props = {k: v.replace(security.TLS_DIR, str(tmp_path)) for k, v in started(c, 0).items()}
+    config = KafkaConfig(props)
+    for listener in ("REPLICATION", "SCRAM", "MTLS"):
+        server_context(config, listener)
+    assert enabled_mechanisms(config, "SCRAM") == ["SCRAM-SHA-512"]
+    server = server_context(config, "REPLICATION")
+    client = client_context(config, "REPLICATION")
+    assert client.check_hostname
+    a, b = socket.socketpair()
+    seen: dict[str, Any] = {}
+
+    def serve() -> None:
+        with server.wrap_socket(a, server_side=True) as s:
+            seen["peer"] = s.getpeercert()
+
+    thread = threading.Thread(target=serve)
+    thread.start()
+    with client.wrap_socket(b, server_hostname=c.broker_host(0)):
+        pass
+    thread.join(10)
+    assert str(tls_principal(seen["peer"])) == security.broker_principal("c")

@@ -54,9 +54,10 @@ def user(name: str, kind: str, acls: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 # Produces 50 records to a topic it creates and reads them back in group g, or says why it
-# could not connect. In a process that resolves names as the pods do (nss_wrapper).
+# could not connect. In a process that resolves names as the pods do (nss_wrapper). Brokers
+# re-read ACLs every 2 s: a refusal for want of one is tried again, within a deadline.
 CLIENT = """
-import json, sys
+import json, sys, time
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -72,12 +73,34 @@ if mode == "refused":
         print(json.dumps({"connected": False, "authentication": KafkaError._AUTHENTICATION in codes,
                           "errors": [str(e) for e in errors][:3]}))
     sys.exit(0)
+NOT_YET = (KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.GROUP_AUTHORIZATION_FAILED,
+           KafkaError.CLUSTER_AUTHORIZATION_FAILED)
+deadline = time.monotonic() + 60
 admin = AdminClient(conf)
-admin.create_topics([NewTopic(topic, 3, 3)])[topic].result(60)
+while True:
+    try:
+        admin.create_topics([NewTopic(topic, 3, 3)])[topic].result(30)
+        break
+    except KafkaException as exc:
+        if exc.args[0].code() not in NOT_YET or time.monotonic() > deadline:
+            raise
+        time.sleep(0.5)
 p = Producer({**conf, "acks": "all"})
-for i in range(50):
-    p.produce(topic, key=b"%d" % i, value=b"v%d" % i)
-assert p.flush(60) == 0, "records left unsent"
+pending = set(range(50))
+while pending:
+    failed = []
+    def report(err, msg):
+        if err is None:
+            pending.discard(int(msg.key()))
+        elif err.code() in NOT_YET and time.monotonic() < deadline:
+            failed.append(err)
+        else:
+            raise SystemExit(f"record {msg.key()} not delivered: {err}")
+    for i in sorted(pending):
+        p.produce(topic, key=b"%d" % i, value=b"v%d" % i, on_delivery=report)
+    assert p.flush(60) == 0, "records left unsent"
+    if failed:
+        time.sleep(0.5)
 c = Consumer({**conf, "group.id": "g", "auto.offset.reset": "earliest"})
 c.subscribe([topic])
 seen = set()
@@ -85,6 +108,8 @@ while len(seen) < 50:
     m = c.poll(60)
     assert m is not None, "no record within 60 s"
     if m.error() is not None:
+        if m.error().code() in NOT_YET and time.monotonic() < deadline:
+            continue
         raise SystemExit(str(m.error()))
     seen.add(m.value())
 c.close()
