@@ -6,6 +6,7 @@ credentials away. A listener spec the operator cannot run gets a condition sayin
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import subprocess
@@ -61,9 +62,13 @@ import json, sys, time
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-conf, mode, topic = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3]
+conf, mode, topic, group = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
 errors = []
 conf["error_cb"] = errors.append
+if mode == "describe":
+    found = AdminClient(conf).list_topics(topic, timeout=20).topics[topic]
+    print(json.dumps({"error": found.error.name() if found.error else None}))
+    sys.exit(0)
 if mode == "refused":
     try:
         AdminClient(conf).list_topics(timeout=20)
@@ -77,7 +82,7 @@ NOT_YET = (KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.GROUP_AUTHORIZATION
            KafkaError.CLUSTER_AUTHORIZATION_FAILED)
 deadline = time.monotonic() + 60
 admin = AdminClient(conf)
-while True:
+while mode == "use":
     try:
         admin.create_topics([NewTopic(topic, 3, 3)])[topic].result(30)
         break
@@ -86,7 +91,7 @@ while True:
             raise
         time.sleep(0.5)
 p = Producer({**conf, "acks": "all"})
-pending = set(range(50))
+pending = set(range(50)) if mode == "use" else set()
 while pending:
     failed = []
     def report(err, msg):
@@ -101,7 +106,7 @@ while pending:
     assert p.flush(60) == 0, "records left unsent"
     if failed:
         time.sleep(0.5)
-c = Consumer({**conf, "group.id": "g", "auto.offset.reset": "earliest"})
+c = Consumer({**conf, "group.id": group, "auto.offset.reset": "earliest"})
 c.subscribe([topic])
 seen = set()
 while len(seen) < 50:
@@ -117,9 +122,20 @@ print(json.dumps({"consumed": len(seen)}))
 """
 
 
-def client(kube: KubeNamespace, conf: dict[str, Any], mode: str, topic: str) -> dict[str, Any]:
+async def client(
+    kube: KubeNamespace, conf: dict[str, Any], mode: str, topic: str, group: str = "g"
+) -> dict[str, Any]:
+    """mode: use (create the topic, produce, consume), read (consume), describe (the
+    topic's metadata error), refused (whether authentication failed). Off the event loop:
+    the node agent lives on it."""
+    return await asyncio.to_thread(run_client, kube, conf, mode, topic, group)
+
+
+def run_client(
+    kube: KubeNamespace, conf: dict[str, Any], mode: str, topic: str, group: str
+) -> dict[str, Any]:
     done = subprocess.run(
-        [sys.executable, "-c", CLIENT, json.dumps(conf), mode, topic],
+        [sys.executable, "-c", CLIENT, json.dumps(conf), mode, topic, group],
         capture_output=True,
         text=True,
         timeout=200,
@@ -172,14 +188,42 @@ async def test_a_kafka_user_connects_over_sasl_ssl_and_is_refused_once_deleted(
         "sasl.password": creds["password"],
         "ssl.ca.pem": ca,
     }
-    assert client(kube, conf, "use", "secured") == {"consumed": 50}
-    wrong = client(kube, {**conf, "sasl.password": "not-it"}, "refused", "secured")
+    assert await client(kube, conf, "use", "secured") == {"consumed": 50}
+    wrong = await client(kube, {**conf, "sasl.password": "not-it"}, "refused", "secured")
     assert wrong["connected"] is False and wrong["authentication"], wrong
 
-    await kube.kubectl("delete", "kafkauser", "alice", "--timeout=90s", within=120)
+    # A TLS user: its certificate from the clients CA, over the mutual-TLS listener.
+    reader_acls = [
+        {"resource": {"type": "topic", "name": "secured"}, "operations": ["Read"]},
+        {
+            "resource": {"type": "group", "name": "readers-", "patternType": "prefix"},
+            "operations": ["Read"],
+        },
+    ]
+    await apply(kube, json.dumps(user("bob", "tls", reader_acls)))
+    found = await ready_user(kube, "bob")
+    assert found["status"]["username"] == "User:CN=bob"
+    bob = await secret(kube, "bob")
+    tls_conf = {
+        "bootstrap.servers": f"{NAME}-kafka-bootstrap.{kube.name}.svc:{MTLS_PORT}",
+        "security.protocol": "SSL",
+        "ssl.ca.pem": ca,
+        "ssl.certificate.pem": bob["user.crt"],
+        "ssl.key.pem": bob["user.key"],
+    }
+    assert await client(kube, tls_conf, "read", "secured", "readers-1") == {"consumed": 50}
+
+    await kube.kubectl("delete", "kafkauser", "alice", "bob", "--timeout=90s", within=120)
     assert await kube.maybe_get("secret", "alice") is None
-    refused = client(kube, conf, "refused", "secured")
+    refused = await client(kube, conf, "refused", "secured")
     assert refused["connected"] is False and refused["authentication"], refused
+
+    # A certificate cannot be taken back; its ACLs are, within the brokers' ACL refresh.
+    async def bob_denied() -> bool:
+        found = await client(kube, tls_conf, "describe", "secured")
+        return found["error"] == "TOPIC_AUTHORIZATION_FAILED"
+
+    await eventually(bob_denied, 60, "bob's ACLs gone")
 
 
 async def test_a_listener_spec_the_brokers_cannot_run_gets_a_condition(
