@@ -66,8 +66,9 @@ conf, mode, topic, group = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3], sy
 errors = []
 conf["error_cb"] = errors.append
 if mode == "describe":
-    found = AdminClient(conf).list_topics(topic, timeout=20).topics[topic]
-    print(json.dumps({"error": found.error.name() if found.error else None}))
+    found = AdminClient(conf).list_topics(topic, timeout=20).topics.get(topic)
+    error = "ABSENT" if found is None else found.error.name() if found.error else None
+    print(json.dumps({"error": error}))
     sys.exit(0)
 if mode == "refused":
     try:
