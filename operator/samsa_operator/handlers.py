@@ -29,6 +29,8 @@ GROUP, VERSION = models.GROUP, models.VERSION
 Log = logging.Logger | logging.LoggerAdapter[Any]
 # Where a KafkaCluster's brokers are reached when the operator runs outside Kubernetes.
 BOOTSTRAP_ANNOTATION = "kafka.samsa.dev/bootstrap-servers"
+# On a KafkaCluster: renew the brokers' certificates now (then a roll); removed once done.
+FORCE_RENEW_ANNOTATION = "kafka.samsa.dev/force-renew"
 FINALIZER = "kafka.samsa.dev/finalizer"
 
 # Children of one cluster the operator may delete when the spec no longer wants them.
@@ -170,8 +172,10 @@ async def reconcile_cluster(body: kopf.Body, logger: Log) -> None:
             cluster = await current_cluster(body, spec)
             await record_growth(cluster, body, logger)
             secrets: list[dict[str, Any]] = []
+            annotations = meta.get("annotations") or {}
+            force_renew = annotations.get(FORCE_RENEW_ANNOTATION) == "true"
             if spec.secured:
-                pki = await plan_pki(cluster)
+                pki = await plan_pki(cluster, renew=force_renew)
                 cluster = dataclasses.replace(cluster, pki_rotation=pki.rotation)
                 secrets = resources.pki_secrets(cluster, pki)
         except KubeError as exc:
@@ -185,6 +189,11 @@ async def reconcile_cluster(body: kopf.Body, logger: Log) -> None:
                 if outcome != "unchanged":
                     logger.info(f"{child['kind']} {child['metadata']['name']} {outcome}")
             await prune(cluster, wanted, logger)
+            if force_renew:
+                # Only once the renewed certificates are stored: a crash before renews again.
+                unmark = {"metadata": {"annotations": {FORCE_RENEW_ANNOTATION: None}}}
+                await kube.patch(models.API_VERSION, "KafkaCluster", namespace, name, unmark)
+                logger.info("the brokers' certificates renewed on request")
             pods = await kube.list("v1", "Pod", namespace, cluster.selector("kafka"))
             if spec.rack is not None:
                 await label_racks(pods, spec.rack.topology_key, logger)
@@ -202,14 +211,14 @@ async def reconcile_cluster(body: kopf.Body, logger: Log) -> None:
         await write_status("KafkaCluster", namespace, name, fields, conditions)
 
 
-async def plan_pki(cluster: resources.Cluster) -> security.Pki:
+async def plan_pki(cluster: resources.Cluster, renew: bool = False) -> security.Pki:
     """The cluster's PKI from its Secrets: kept, completed or renewed (`security.plan_pki`)."""
     existing = {}
     for secret in security.secret_names(cluster.name):
         found = await state().kube.get("v1", "Secret", cluster.namespace, secret)
         if found is not None:
             existing[secret] = security.decode(found.get("data"))
-    return security.plan_pki(cluster, existing, datetime.datetime.now(datetime.UTC))
+    return security.plan_pki(cluster, existing, datetime.datetime.now(datetime.UTC), renew)
 
 
 async def current_cluster(body: Any, spec: models.KafkaClusterSpec) -> resources.Cluster:

@@ -164,9 +164,12 @@ def broker_dns_names(cluster: Cluster, broker_id: int) -> list[str]:
     return names
 
 
-def plan_pki(cluster: Cluster, existing: Mapping[str, Data], now: datetime.datetime) -> Pki:
+def plan_pki(
+    cluster: Cluster, existing: Mapping[str, Data], now: datetime.datetime, renew: bool = False
+) -> Pki:
     """The cluster's PKI: what the Secrets hold, kept; what is missing, due for renewal or
-    no longer fitting (SANs, signer), issued anew."""
+    no longer fitting (SANs, signer), issued anew. `renew`: the brokers' certificates are
+    renewed now (the force-renew annotation)."""
     name, spec = cluster.name, cluster.spec.certificates
     cluster_ca = _ca(
         _pair(existing.get(cluster_ca_secret(name)), "ca.key", "ca.crt"),
@@ -190,7 +193,9 @@ def plan_pki(cluster: Cluster, existing: Mapping[str, Data], now: datetime.datet
             and sorted(certs.dns_names(kp.cert)) == sorted(broker_dns_names(cluster, i))
         )
 
-    renew_all = any(kp and certs.due(kp.cert, now, spec.renewal_days) for kp in current.values())
+    renew_all = renew or any(
+        kp and certs.due(kp.cert, now, spec.renewal_days) for kp in current.values()
+    )
     brokers = {}
     for i, kp in current.items():
         if renew_all or kp is None or not fits(i, kp):

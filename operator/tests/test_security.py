@@ -295,6 +295,15 @@ def test_pki_is_kept_then_renewed_before_expiry_with_a_new_rotation() -> None:
     assert certs.signed_by(first.brokers[0].cert, renewed.cluster_ca)
 
 
+def test_forced_renewal_reissues_the_brokers_and_changes_the_rotation() -> None:
+    c = secured()
+    first = security.plan_pki(c, {}, NOW)
+    forced = security.plan_pki(c, decoded(c, first), NOW + datetime.timedelta(minutes=1), True)
+    assert forced.cluster_ca == first.cluster_ca
+    assert all(forced.brokers[i].cert != first.brokers[i].cert for i in range(3))
+    assert forced.rotation != first.rotation
+
+
 def test_a_replaced_ca_reissues_what_it_no_longer_signs() -> None:
     c = secured()
     first = decoded(c, security.plan_pki(c, {}, NOW))
