@@ -9,13 +9,17 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import socket
+import ssl
 import subprocess
 import sys
+import time
 from typing import Any
 
 import day2_scenarios as scenarios
 import pytest
-from day2_support import apply, wait_ready
+from cluster_support import LoadProducer, check_exactly_once, consume_all, create_topic
+from day2_support import Brokers, acked, apply, in_thread, starts, wait_ready, wait_status
 from kube_support import CHART, OPERATOR_ENV, condition
 
 from samsa.local import ZooKeeperServer
@@ -225,6 +229,64 @@ async def test_a_kafka_user_connects_over_sasl_ssl_and_is_refused_once_deleted(
         return found["error"] == "TOPIC_AUTHORIZATION_FAILED"
 
     await eventually(bob_denied, 60, "bob's ACLs gone")
+
+
+def served_certificate(address: str, ca: str) -> bytes:
+    """The certificate (DER) a broker's TLS listener serves, checked against the CA."""
+    host, port = address.rsplit(":", 1)
+    ctx = ssl.create_default_context(cadata=ca)
+    ctx.check_hostname = False  # by IP here: its DNS name is the pods' (nss_wrapper)
+    with (
+        socket.create_connection((host, int(port)), timeout=10) as sock,
+        ctx.wrap_socket(sock) as tls,
+    ):
+        der = tls.getpeercert(binary_form=True)
+    assert der is not None
+    return der
+
+
+def pem_to_der(pem: str) -> bytes:
+    return ssl.PEM_cert_to_DER_cert(pem[pem.index("-----BEGIN CERTIFICATE-----") :])
+
+
+@pytest.mark.slow
+async def test_a_certificate_renewal_rolls_the_brokers_under_load_losing_nothing(
+    kube: KubeNamespace, zookeeper: ZooKeeperServer
+) -> None:
+    # TLS listeners and replication, no authorization: the load runs on the plain listener.
+    body = secured_cluster(zookeeper, 3)
+    del body["spec"]["authorization"]
+    await kube.install_operator(CHART, **OPERATOR_ENV)
+    await apply(kube, json.dumps(body))
+    status = await wait_ready(kube, 3, within=240)
+    brokers = Brokers(kube.agent)
+    ca = (await secret(kube, f"{NAME}-cluster-ca-cert"))["ca.crt"]
+    before = await secret(kube, f"{NAME}-kafka-certs")
+    await in_thread(create_topic, brokers, "load", 6, 3, **{"min.insync.replicas": "2"})
+    load = LoadProducer(brokers, "load").start()
+    try:
+        await eventually(lambda: acked(load, 500), 60, "records acknowledged")
+        started = time.monotonic()
+        await kube.kubectl("annotate", "kc", NAME, "kafka.samsa.dev/force-renew=true")
+        status = await wait_status(kube, scenarios.roll_finished(3), "the roll to finish", 300)
+        count = load.oracle.count()
+        await eventually(lambda: acked(load, count + 300), 60, "records after the roll")
+    finally:
+        oracle = load.stop()
+    assert sorted(starts(kube, started)) == [0, 1, 2]
+    assert not oracle.errors, oracle.errors[:3]
+    check_exactly_once(oracle, await in_thread(consume_all, brokers, "load", 6))
+    after = await secret(kube, f"{NAME}-kafka-certs")
+    assert after["ca.crt"] == before["ca.crt"]
+    annotations = (await kube.get("kc", NAME))["metadata"].get("annotations") or {}
+    assert "kafka.samsa.dev/force-renew" not in annotations
+    # Every broker serves its renewed certificate.
+    for b in range(3):
+        assert before[f"broker-{b}.pem"] != after[f"broker-{b}.pem"]
+        [run] = [r for r in kube.agent.pods.values() if r.name == f"{NAME}-kafka-{b}"]
+        served = await in_thread(served_certificate, f"{run.ip}:{SCRAM_PORT}", ca)
+        assert served == pem_to_der(after[f"broker-{b}.pem"])
+    assert condition(status, "RollingRestart")["reason"] == "Idle"
 
 
 async def test_a_listener_spec_the_brokers_cannot_run_gets_a_condition(
