@@ -172,8 +172,7 @@ async def reconcile_cluster(body: kopf.Body, logger: Log) -> None:
             cluster = await current_cluster(body, spec)
             await record_growth(cluster, body, logger)
             secrets: list[dict[str, Any]] = []
-            annotations = meta.get("annotations") or {}
-            force_renew = annotations.get(FORCE_RENEW_ANNOTATION) == "true"
+            force_renew = await force_renew_asked(body)
             if spec.secured:
                 pki = await plan_pki(cluster, renew=force_renew)
                 cluster = dataclasses.replace(cluster, pki_rotation=pki.rotation)
@@ -209,6 +208,19 @@ async def reconcile_cluster(body: kopf.Body, logger: Log) -> None:
             cluster, generation=generation, broker_pods=pods, zookeeper_sts=zk_sts, info=info
         )
         await write_status("KafkaCluster", namespace, name, fields, conditions)
+
+
+async def force_renew_asked(body: Any) -> bool:
+    """The force-renew annotation, confirmed on the KafkaCluster as it is now: a reconcile
+    queued with an older body must not renew (and roll) a second time."""
+    meta = body["metadata"]
+    if (meta.get("annotations") or {}).get(FORCE_RENEW_ANNOTATION) != "true":
+        return False
+    now = await state().kube.get(
+        models.API_VERSION, "KafkaCluster", meta["namespace"], meta["name"]
+    )
+    annotations = ((now or {}).get("metadata") or {}).get("annotations") or {}
+    return annotations.get(FORCE_RENEW_ANNOTATION) == "true"
 
 
 async def plan_pki(cluster: resources.Cluster, renew: bool = False) -> security.Pki:
