@@ -381,6 +381,9 @@ class Condition(StatusModel):
 class BootstrapServers(Model):
     internal: str | None = None
     external: str | None = None
+    listeners: dict[str, str] = Field(
+        default_factory=dict, description="Bootstrap address of each of spec.listeners.clients."
+    )
 
 
 class BrokerStatus(Model):

@@ -106,6 +106,10 @@ def cluster_status(
         "bootstrapServers": {
             "internal": cluster.bootstrap_servers,
             "external": cluster.external_bootstrap_servers,
+            "listeners": {
+                c.name: f"{cluster.bootstrap}.{cluster.namespace}.svc:{c.port}"
+                for c in spec.listeners.clients
+            },
         },
         "replicas": spec.brokers.replicas,
         "readyBrokers": ready_brokers,

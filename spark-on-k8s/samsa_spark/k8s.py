@@ -18,13 +18,24 @@ class ClusterNotReady(RuntimeError):
     pass
 
 
-def bootstrap_of(cluster: Mapping[str, Any]) -> str:
-    """The bootstrap servers a KafkaCluster publishes in its status, or a clear error."""
+def bootstrap_of(cluster: Mapping[str, Any], listener: str | None = None) -> str:
+    """The bootstrap servers a KafkaCluster publishes in its status (the plain internal
+    listener's, or those of the named listener of spec.listeners.clients), or a clear
+    error."""
     name = cluster.get("metadata", {}).get("name", "?")
     status = cluster.get("status") or {}
     servers = status.get("bootstrapServers")
+    if isinstance(servers, Mapping):
+        servers = (
+            (servers.get("listeners") or {}).get(listener) if listener else servers.get("internal")
+        )
     if isinstance(servers, list):
         servers = ",".join(servers)
+    if not servers and listener and status.get("bootstrapServers"):
+        raise ClusterNotReady(
+            f"KafkaCluster {name} has no listener {listener} "
+            "(status.bootstrapServers.listeners; see spec.listeners.clients)"
+        )
     if not servers:
         conditions = {c.get("type"): c for c in status.get("conditions", [])}
         ready = conditions.get("Ready", {})
@@ -33,7 +44,9 @@ def bootstrap_of(cluster: Mapping[str, Any]) -> str:
     return str(servers)
 
 
-def bootstrap_from_cluster(name: str, namespace: str | None = None) -> str:
+def bootstrap_from_cluster(
+    name: str, namespace: str | None = None, listener: str | None = None
+) -> str:
     from kubernetes import client, config
 
     try:
@@ -45,4 +58,4 @@ def bootstrap_from_cluster(name: str, namespace: str | None = None) -> str:
     obj: Any = client.CustomObjectsApi().get_namespaced_custom_object(
         GROUP, VERSION, namespace, PLURAL, name
     )
-    return bootstrap_of(obj)
+    return bootstrap_of(obj, listener)

@@ -215,10 +215,11 @@ def test_the_image_bundles_the_jar_set_spark_kafka():
     assert f"spark-sql-kafka-0-10_2.13-{base}.jar" in added
 
 
-def test_the_secured_application_authenticates_with_its_kafka_users_secret(tmp_path):
+def test_the_secured_application_authenticates_with_its_kafka_users_secret(tmp_path, monkeypatch):
     """manifests/secured: the KafkaUser (valid for the operator's CRD) and a SparkApplication
     that mounts the user's Secret and the cluster CA's, and turns them into SASL_SSL settings."""
     from samsa_operator import crds, models
+    from samsa_spark import k8s
     from samsa_spark.jobs.common import arguments
 
     user, app = yaml.safe_load_all((MANIFESTS / "secured" / "ad-clicks-sasl-ssl.yaml").read_text())
@@ -247,7 +248,30 @@ def test_the_secured_application_authenticates_with_its_kafka_users_secret(tmp_p
         )
         for a in app["spec"]["arguments"]
     ]
-    options = arguments("t", argv).kafka_options
+    # The driver bootstraps from the KafkaCluster's status, at the SASL_SSL listener.
+    status = {
+        "metadata": {"name": "samsa"},
+        "status": {
+            "bootstrapServers": {
+                "internal": "samsa-kafka-bootstrap.samsa.svc:9092",
+                "listeners": {"scram": "samsa-kafka-bootstrap.samsa.svc:9093"},
+            }
+        },
+    }
+    asked = []
+
+    def from_cluster(name, namespace=None, listener=None):
+        asked.append((name, listener))
+        return k8s.bootstrap_of(status, listener)
+
+    monkeypatch.setattr(k8s, "bootstrap_from_cluster", from_cluster)
+    parsed = arguments("t", argv)
+    assert asked == [("samsa", "scram")]
+    assert parsed.bootstrap == "samsa-kafka-bootstrap.samsa.svc:9093"
+    with pytest.raises(k8s.ClusterNotReady, match="no listener mtls"):
+        k8s.bootstrap_of(status, "mtls")
+    assert k8s.bootstrap_of(status) == "samsa-kafka-bootstrap.samsa.svc:9092"
+    options = parsed.kafka_options
     assert options == {
         "kafka.security.protocol": "SASL_SSL",
         "kafka.sasl.mechanism": "SCRAM-SHA-512",

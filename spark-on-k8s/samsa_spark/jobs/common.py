@@ -32,6 +32,12 @@ def arguments(
     )
     p.add_argument("--namespace", default=None, help="namespace of --kafka-cluster")
     p.add_argument(
+        "--kafka-listener",
+        default=None,
+        help="with --kafka-cluster: the listener (of spec.listeners.clients) to bootstrap from; "
+        "the plain internal one if unset",
+    )
+    p.add_argument(
         "--kafka",
         action="append",
         default=[],
@@ -72,7 +78,9 @@ def arguments(
 
         if not args.kafka_cluster:
             p.error("one of --bootstrap or --kafka-cluster is required")
-        args.bootstrap = bootstrap_from_cluster(args.kafka_cluster, args.namespace)
+        args.bootstrap = bootstrap_from_cluster(
+            args.kafka_cluster, args.namespace, args.kafka_listener
+        )
     for item in args.kafka:
         if "=" not in item:
             p.error(f"--kafka {item!r}: expected KEY=VALUE")
