@@ -19,7 +19,8 @@ PROG = "samsa-operator"
 def parse_args(argv: list[str]) -> argparse.Namespace:
     env = os.environ
     parser = argparse.ArgumentParser(
-        prog=PROG, description="Run the Samsa operator for KafkaCluster and Topic resources."
+        prog=PROG,
+        description="Run the Samsa operator for KafkaCluster, Topic and KafkaUser resources.",
     )
     parser.add_argument(
         "--namespace",
