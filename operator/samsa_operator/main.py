@@ -4,7 +4,8 @@ Settings come from flags or, as the Helm chart sets them, from the environment:
 SAMSA_OPERATOR_WATCH_NAMESPACES (comma-separated; empty: every namespace),
 SAMSA_OPERATOR_PEERING (a kopf peering name, so one replica is active; empty: standalone),
 SAMSA_OPERATOR_BROKER_IMAGE, SAMSA_OPERATOR_RESYNC_SECONDS, SAMSA_OPERATOR_OPERATION_SECONDS
-(how often day-2 operations take a step), SAMSA_OPERATOR_HEALTH_PORT.
+(how often day-2 operations take a step), SAMSA_OPERATOR_HEALTH_PORT,
+SAMSA_OPERATOR_NETWORK_POLICIES (true: a NetworkPolicy per KafkaCluster).
 """
 
 from __future__ import annotations
