@@ -491,6 +491,16 @@ fi
     .replace("@ANN@", RACK_ANNOTATION)
     .replace("@PODINFO@", PODINFO_DIR)
 )
+# A secured broker's properties name its TLS files under TLS_PLACEHOLDER too (the init
+# container mounts them); an unsecured cluster's script stays as it was, so its pods do not
+# roll for it.
+_COMPOSE_SECURED = _COMPOSE_CONFIG.replace(
+    """sed 's/[$](POD_IP)/'"${POD_IP}"'/g'""",
+    """sed -e 's/[$](POD_IP)/'"${POD_IP}"'/g' -e 's|[$](TLS_DIR)|@TLS@|g'""".replace(
+        "@TLS@", security.TLS_DIR
+    ),
+)
+assert _COMPOSE_SECURED != _COMPOSE_CONFIG
 
 # preStop: Kafka's controlled shutdown starts on SIGTERM; wait for it to finish so the
 # kubelet never kills the broker while it is still handing over leadership.
@@ -556,7 +566,7 @@ def broker_statefulset(cluster: Cluster) -> Obj:
     init: Obj = {
         "name": "config",
         "image": cluster.broker_image,
-        "command": ["sh", "-c", _COMPOSE_CONFIG],
+        "command": ["sh", "-c", _COMPOSE_SECURED if spec.secured else _COMPOSE_CONFIG],
         "env": [
             {"name": "RACK_ENABLED", "value": "true" if spec.rack else "false"},
             {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
@@ -568,6 +578,10 @@ def broker_statefulset(cluster: Cluster) -> Obj:
             {"name": "run", "mountPath": RUN_DIR},
         ],
     }
+    if spec.secured:
+        init["volumeMounts"].append(
+            {"name": "tls", "mountPath": security.TLS_DIR, "readOnly": True}
+        )
     pod_spec: Obj = {
         "securityContext": _pod_security(cluster),
         "terminationGracePeriodSeconds": spec.brokers.termination_grace_period_seconds,

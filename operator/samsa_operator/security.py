@@ -28,6 +28,9 @@ if TYPE_CHECKING:
     from samsa_operator.resources import Cluster
 
 TLS_DIR = "/etc/samsa/tls"
+# In a broker's properties: where its TLS Secret is mounted, filled in by the init container
+# (which mounts it too), as it fills in the pod's IP.
+TLS_PLACEHOLDER = "$(TLS_DIR)"
 REPLICATION = "REPLICATION"
 ORGANIZATION = "samsa.dev"
 OPERATOR_CN = "samsa-operator"
@@ -275,16 +278,16 @@ def listener_properties(cluster: Cluster, broker_id: int, pod_ip: str) -> dict[s
     props["listener.security.protocol.map"] = ",".join(protocols)
     props["inter.broker.listener.name"] = REPLICATION if listeners.inter_broker == "tls" else first
     props["ssl.keystore.type"] = "PEM"
-    props["ssl.keystore.location"] = f"{TLS_DIR}/broker-{broker_id}.pem"
+    props["ssl.keystore.location"] = f"{TLS_PLACEHOLDER}/broker-{broker_id}.pem"
     props["ssl.truststore.type"] = "PEM"
-    props["ssl.truststore.location"] = f"{TLS_DIR}/ca.crt"
+    props["ssl.truststore.location"] = f"{TLS_PLACEHOLDER}/ca.crt"
     props[f"listener.name.{REPLICATION.lower()}.ssl.client.auth"] = "required"
     mechanisms = False
     for c in listeners.clients:
         prefix = f"listener.name.{c.name}."
         if c.authentication == "tls":
             props[prefix + "ssl.client.auth"] = "required"
-            props[prefix + "ssl.truststore.location"] = f"{TLS_DIR}/clients-ca.crt"
+            props[prefix + "ssl.truststore.location"] = f"{TLS_PLACEHOLDER}/clients-ca.crt"
         elif c.authentication == "scram-sha-512":
             props[prefix + "sasl.enabled.mechanisms"] = SCRAM
             mechanisms = True

@@ -99,8 +99,12 @@ def test_security_settings_in_spec_config_are_the_operators() -> None:
 
 
 def started(c: Cluster, broker_id: int) -> dict[str, str]:
+    """The properties as the init container writes them: the pod's IP and the TLS folder."""
     props = resources.broker_properties(c, broker_id)
-    return {k: v.replace("$(POD_IP)", "10.0.0.7") for k, v in props.items()}
+    return {
+        k: v.replace("$(POD_IP)", "10.0.0.7").replace(security.TLS_PLACEHOLDER, security.TLS_DIR)
+        for k, v in props.items()
+    }
 
 
 def test_secured_properties_the_kafka_way() -> None:
@@ -412,3 +416,43 @@ def test_the_brokers_own_tls_code_takes_the_operators_pki(tmp_path: Path) -> Non
         pass
     thread.join(10)
     assert str(tls_principal(seen["peer"])) == security.broker_principal("c")
+
+
+def test_the_secured_init_container_fills_in_the_tls_folder(tmp_path: Path) -> None:
+    """The init container writes the pod's IP and the TLS Secret's mount into the broker's
+    properties (the node agent of the tests mounts it elsewhere, as it maps the command)."""
+    import subprocess
+
+    c = secured()
+    [init] = resources.broker_statefulset(c)["spec"]["template"]["spec"]["initContainers"]
+    assert {"name": "tls", "mountPath": security.TLS_DIR, "readOnly": True} in init["volumeMounts"]
+    script = init["command"][2]
+    folders = {d: tmp_path / d for d in ("tls", "config", "run", "podinfo")}
+    for folder in folders.values():
+        folder.mkdir()
+    (folders["config"] / "broker-1.properties").write_text(
+        resources.render_properties(resources.broker_properties(c, 1))
+    )
+    (folders["podinfo"] / "annotations").write_text("")
+    for path, folder in (
+        (security.TLS_DIR, "tls"),
+        (resources.CONFIG_DIR, "config"),
+        (resources.RUN_DIR, "run"),
+        (resources.PODINFO_DIR, "podinfo"),
+    ):
+        script = script.replace(path, str(folders[folder]))
+    env = {
+        "HOSTNAME": "c-kafka-1",
+        "RACK_ENABLED": "false",
+        "POD_IP": "10.1.2.3",
+        "PATH": "/usr/bin:/bin",
+    }
+    subprocess.run(["sh", "-c", script], env=env, check=True, timeout=10)
+    written = (folders["run"] / "server.properties").read_text()
+    assert f"ssl.keystore.location={folders['tls']}/broker-1.pem\n" in written
+    assert f"ssl.truststore.location={folders['tls']}/ca.crt\n" in written
+    assert "$(" not in written and "listeners=PLAINTEXT://10.1.2.3:9092," in written
+    # An unsecured cluster's script is what it was: its pods do not roll for this.
+    plain = Cluster("c", "ns1", "u", models.KafkaClusterSpec())
+    [init] = resources.broker_statefulset(plain)["spec"]["template"]["spec"]["initContainers"]
+    assert init["command"][2] == resources._COMPOSE_CONFIG
