@@ -295,7 +295,7 @@ async def test_a_certificate_renewal_rolls_the_brokers_under_load_losing_nothing
         [run] = [r for r in kube.agent.pods.values() if r.name == f"{NAME}-kafka-{b}"]
         served = await in_thread(served_certificate, f"{run.ip}:{SCRAM_PORT}", ca)
         assert served == pem_to_der(after[f"broker-{b}.pem"])
-    assert condition(status, "RollingRestart")["reason"] == "Idle"
+    assert scenarios.condition(status, "RollingRestart")["reason"] == "Idle"
 
 
 async def test_a_listener_spec_the_brokers_cannot_run_gets_a_condition(
