@@ -31,8 +31,8 @@ NAME = scenarios.NAME
 SCRAM_PORT, MTLS_PORT = 9093, 9094
 
 
-def secured_cluster(zk: ZooKeeperServer, brokers: int) -> dict[str, Any]:
-    body = scenarios.cluster(brokers, zookeeper={"connect": zk.connect_string}, **FAST)
+def secured_cluster(zk_connect: str, brokers: int) -> dict[str, Any]:
+    body = scenarios.cluster(brokers, zookeeper={"connect": zk_connect}, **FAST)
     body["spec"]["brokers"]["terminationGracePeriodSeconds"] = 30
     body["spec"]["listeners"] = {
         "clients": [
@@ -177,7 +177,7 @@ async def test_a_kafka_user_connects_over_sasl_ssl_and_is_refused_once_deleted(
     kube: KubeNamespace, zookeeper: ZooKeeperServer
 ) -> None:
     await kube.install_operator(CHART, **OPERATOR_ENV)
-    await apply(kube, json.dumps(secured_cluster(zookeeper, 3)))
+    await apply(kube, json.dumps(secured_cluster(zookeeper.connect_string, 3)))
     # Ready needs the controller's id, which the operator asks for over mutual TLS.
     status = await wait_ready(kube, 3, within=240)
     assert status["controllerId"] is not None
@@ -263,7 +263,7 @@ async def test_a_certificate_renewal_rolls_the_brokers_under_load_losing_nothing
     kube: KubeNamespace, zookeeper: ZooKeeperServer
 ) -> None:
     # TLS listeners and replication, no authorization: the load runs on the plain listener.
-    body = secured_cluster(zookeeper, 3)
+    body = secured_cluster(zookeeper.connect_string, 3)
     del body["spec"]["authorization"]
     await kube.install_operator(CHART, **OPERATOR_ENV)
     await apply(kube, json.dumps(body))
@@ -319,3 +319,53 @@ async def test_a_listener_spec_the_brokers_cannot_run_gets_a_condition(
     # Nothing was made of it: no certificates, no brokers.
     assert await kube.maybe_get("sts", f"{NAME}-kafka") is None
     assert await kube.maybe_get("secret", f"{NAME}-cluster-ca") is None
+
+
+async def test_the_chart_s_network_policy_and_the_pki_s_secrets_of_a_secured_cluster(
+    kube: KubeNamespace,
+) -> None:
+    """The objects only (the brokers stay Pending): with networkPolicy.enabled the operator,
+    under the chart's RBAC, writes the cluster's NetworkPolicy; the PKI's Secrets are owned
+    by the cluster; a KafkaUser waits for a ready broker and says so."""
+    kube.run_only_the_operator()
+    kube.operator_values = {"networkPolicy": {"enabled": True}}
+    await kube.install_operator(CHART, **OPERATOR_ENV)
+    await apply(kube, json.dumps(secured_cluster("zookeeper.example:2181", 3)))
+    policy = await eventually(
+        lambda: kube.maybe_get("networkpolicy", f"{NAME}-kafka"), 60, "the NetworkPolicy"
+    )
+    [open_, replication] = policy["spec"]["ingress"]
+    assert {p["port"] for p in open_["ports"]} == {9092, 9644, SCRAM_PORT, MTLS_PORT}
+    assert replication["ports"] == [{"protocol": "TCP", "port": 9091}]
+    cluster = await kube.get("kc", NAME)
+    for name in (
+        f"{NAME}-cluster-ca",
+        f"{NAME}-cluster-ca-cert",
+        f"{NAME}-clients-ca",
+        f"{NAME}-clients-ca-cert",
+        f"{NAME}-kafka-certs",
+        f"{NAME}-operator-certs",
+    ):
+        found = await kube.get("secret", name)
+        [owner] = found["metadata"]["ownerReferences"]
+        assert owner["uid"] == cluster["metadata"]["uid"]
+    assert set(await secret(kube, f"{NAME}-kafka-certs")) >= {
+        "broker-0.pem",
+        "broker-2.pem",
+        "ca.crt",
+        "clients-ca.crt",
+    }
+    sts = await kube.get("sts", f"{NAME}-kafka")
+    annotations = sts["spec"]["template"]["metadata"]["annotations"]
+    assert annotations["kafka.samsa.dev/certificates"]
+
+    await apply(kube, json.dumps(user("carol", "scram-sha-512", [])))
+
+    async def waiting() -> dict[str, Any] | None:
+        cond = condition(await kube.maybe_get("kafkauser", "carol"))
+        return cond if cond.get("reason") == "ClusterNotReady" else None
+
+    cond = await eventually(waiting, 60, "carol waiting for the cluster")
+    assert "no ready broker" in cond["message"]
+    # Its Secret is there already, owned by it.
+    assert (await secret(kube, "carol"))["username"] == "carol"
