@@ -101,8 +101,7 @@ async def reconcile_user(body: kopf.Body, logger: Log) -> None:
             )
             return
         kind = spec.authentication.type
-        wanted_auth = {"scram-sha-512": "scram-sha-512", "tls": "tls"}[kind]
-        if not any(c.authentication == wanted_auth for c in cluster.spec.listeners.clients):
+        if not any(c.authentication == kind for c in cluster.spec.listeners.clients):
             await not_ready(
                 "NoListener",
                 f"KafkaCluster {spec.cluster_ref} has no listener with authentication {kind}",
