@@ -146,3 +146,21 @@ def test_printer_columns_and_short_names() -> None:
         columns = {c["name"]: c["jsonPath"] for c in version["additionalPrinterColumns"]}
         assert columns["Ready"] == '.status.conditions[?(@.type=="Ready")].status'
         assert version["subresources"] == {"status": {}}
+
+
+def test_kafka_user_cluster_is_immutable_and_bad_users_fail_the_schema() -> None:
+    ref = crd_schema("KafkaUser")["properties"]["spec"]["properties"]["clusterRef"]
+    assert ref["x-kubernetes-validations"] == [
+        {"rule": "self == oldSelf", "message": "clusterRef is immutable"}
+    ]
+    for spec in (
+        {"clusterRef": "c"},
+        {"clusterRef": "c", "authentication": {"type": "plain"}},
+        {
+            "clusterRef": "c",
+            "authentication": {"type": "tls"},
+            "authorization": {"acls": [{"resource": {"type": "topic"}, "operations": ["Eat"]}]},
+        },
+    ):
+        doc = {"apiVersion": models.API_VERSION, "kind": "KafkaUser", "metadata": {}, "spec": spec}
+        assert list(OAS30Validator(crd_schema("KafkaUser")).iter_errors(doc)), spec
