@@ -116,10 +116,17 @@ while pending:
         else:
             raise SystemExit(f"record {msg.key()} not delivered: {err}")
     for i in sorted(pending):
-        p.produce(topic, key=b"%d" % i, value=b"v%d" % i, on_delivery=report)
+        try:
+            p.produce(topic, key=b"%d" % i, value=b"v%d" % i, on_delivery=report)
+        except KafkaException as exc:  # the topic is known unauthorized: not yet, maybe
+            if exc.args[0].code() not in NOT_YET or time.monotonic() > deadline:
+                raise
+            failed.append(exc.args[0])
+            break
     assert p.flush(60) == 0, "records left unsent"
     if failed:
         time.sleep(0.5)
+        p.list_topics(topic, timeout=10)  # librdkafka learns the topic's state again
 c = Consumer({**conf, "group.id": group, "auto.offset.reset": "earliest"})
 c.subscribe([topic])
 seen = set()
