@@ -127,18 +127,36 @@ while pending:
     if failed:
         time.sleep(0.5)
         p.list_topics(topic, timeout=10)  # librdkafka learns the topic's state again
-c = Consumer({**conf, "group.id": group, "auto.offset.reset": "earliest"})
-c.subscribe([topic])
-seen = set()
-while len(seen) < 50:
-    m = c.poll(60)
-    assert m is not None, "no record within 60 s"
-    if m.error() is not None:
-        if m.error().code() in NOT_YET and time.monotonic() < deadline:
-            continue
-        raise SystemExit(str(m.error()))
-    seen.add(m.value())
-c.close()
+
+
+# Every record, or None to start over: a refusal while the ACL caches catch up, or nothing
+# for 20 s (librdkafka keeps a refused subscription's state).
+def consume():
+    c = Consumer({**conf, "group.id": group, "auto.offset.reset": "earliest",
+                  "enable.auto.commit": False, "topic.metadata.refresh.interval.ms": 1000})
+    c.subscribe([topic])
+    seen, quiet = set(), time.monotonic() + 20
+    try:
+        while len(seen) < 50:
+            m = c.poll(1)
+            if m is None:
+                if time.monotonic() > quiet:
+                    return None
+                continue
+            if m.error() is not None:
+                if m.error().code() in NOT_YET and time.monotonic() < deadline:
+                    return None
+                raise SystemExit(str(m.error()))
+            seen.add(m.value())
+        return seen
+    finally:
+        c.close()
+
+
+deadline = time.monotonic() + 90
+while (seen := consume()) is None:
+    if time.monotonic() > deadline:
+        raise SystemExit("no records within 90 s")
 print(json.dumps({"consumed": len(seen)}))
 """
 
