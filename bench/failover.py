@@ -59,8 +59,9 @@ def _one(
                 "produce",
                 *_args(system, {"stream": LOAD_STREAM, "count": 10**9, "size": SIZE}),
             )
-            _wait_written(system, LOAD_STREAM)
         try:
+            if background is not None:
+                _wait_written(system, LOAD_STREAM)
             values = measure_failover(system, stop)
         finally:
             if background is not None:
