@@ -19,6 +19,7 @@ from samsa.security.acl import (
     AclOperation,
     ResourceType,
     authorize,
+    authorize_by_resource_type,
     authorized_operations,
     bindings_from,
 )
@@ -98,6 +99,19 @@ class Authorizer:
             op,
             rtype,
             name,
+            super_users=self.super_users,
+            allow_if_no_acl=self.allow_if_no_acl,
+        )
+
+    def allowed_on_any(
+        self, session: ConnectionSession, host: str, op: AclOperation, rtype: ResourceType
+    ) -> bool:
+        return authorize_by_resource_type(
+            self.bindings,
+            str(session.principal),
+            host,
+            op,
+            rtype,
             super_users=self.super_users,
             allow_if_no_acl=self.allow_if_no_acl,
         )
