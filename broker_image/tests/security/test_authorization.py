@@ -8,9 +8,6 @@ Each row has its own principal, so one row's ACLs cannot make another row pass.
 
 from __future__ import annotations
 
-import itertools
-import socket
-import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +24,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 from kafka_support import produce_request
+from security_support import Client
 
 from samsa.protocol.controller_apis import (
     LEADER_AND_ISR,
@@ -36,7 +34,6 @@ from samsa.protocol.controller_apis import (
     UPDATE_METADATA,
     UPDATE_METADATA_VERSION,
 )
-from samsa.protocol.messages import build, decode_response, encode_request, request_type
 from samsa.protocol.records import build_batch
 from samsa.testing import InProcessBroker, free_port
 
@@ -57,39 +54,6 @@ T, G, C = ResourceType.TOPIC, ResourceType.GROUP, ResourceType.BROKER
 Op = AclOperation
 TOPIC, DOOMED, GROUP = "t", "doomed", "g"
 BROKER_RESOURCE, TOPIC_RESOURCE = 4, 2
-_SIZE = struct.Struct(">i")
-_correlation = itertools.count(1)
-
-
-class Client:
-    """One SASL/PLAIN connection speaking raw requests: any API, any version."""
-
-    def __init__(self, port: int, user: str, password: str) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=20)
-        assert self.call(17, 1, {"mechanism": "PLAIN"}).error_code == 0
-        token = f"\0{user}\0{password}".encode()
-        assert self.call(36, 2, {"auth_bytes": token}).error_code == 0
-
-    def close(self) -> None:
-        self.sock.close()
-
-    def _read(self, n: int) -> bytes:
-        out = bytearray()
-        while len(out) < n:
-            chunk = self.sock.recv(n - len(out))
-            assert chunk, "the broker closed the connection"
-            out += chunk
-        return bytes(out)
-
-    def call(self, key: int, version: int, body: Any) -> Any:
-        if isinstance(body, dict):
-            body = build(request_type(key, version), body)
-        correlation_id = next(_correlation)
-        self.sock.sendall(encode_request(key, version, correlation_id, "authz", body))
-        (size,) = _SIZE.unpack(self._read(4))
-        got, response = decode_response(key, version, self._read(size))
-        assert got == correlation_id
-        return response
 
 
 def _partition_errors(topics_field: str = "topics", parts: str = "partitions") -> Any:
@@ -809,7 +773,7 @@ class Env:
         }
 
     def client(self, user: str) -> Client:
-        return Client(self.port, user, f"{user}-pw")
+        return Client(self.port, "PLAIN", user, f"{user}-pw")
 
 
 @pytest.fixture(scope="module")
