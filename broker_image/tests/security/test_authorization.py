@@ -763,7 +763,7 @@ class Env:
             port=self.port,
         )
 
-    def admin_conf(self) -> dict[str, str]:
+    def admin_conf(self) -> dict[str, Any]:
         return {
             "bootstrap.servers": f"127.0.0.1:{self.port}",
             "security.protocol": "SASL_PLAINTEXT",
