@@ -7,6 +7,7 @@ second SaslHandshake is answered ILLEGAL_SASL_STATE on a connection that stays o
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Iterator
@@ -18,6 +19,8 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from security_support import Client
 
+from samsa.client.connection import BrokerConnection, ClientSecurity
+from samsa.protocol.messages import build, request_type
 from samsa.testing import InProcessBroker, free_port
 
 pytestmark = pytest.mark.timeout(120)
@@ -157,4 +160,27 @@ def test_librdkafka_reauthenticates_and_keeps_producing(
     assert reports == [None] * sent
     assert errors == []
     # It re-authenticated in time: the broker never had to close an expired session.
+    assert not [r for r in caplog.records if "SASL session expired" in r.getMessage()]
+
+
+async def test_samsas_own_client_reauthenticates_on_the_same_connection(
+    env: Env, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Brokers talk to each other with samsa.client: its connections re-authenticate too, so a
+    lifetime set on the inter-broker listener does not cut replication's connections."""
+    caplog.set_level(logging.INFO, logger="samsa.handlers.apis")
+    security = ClientSecurity(sasl_mechanism="PLAIN", username="alice", password="alice-pw")
+    conn = await BrokerConnection("127.0.0.1", env.ports["REAUTH"], security=security).connect()
+    body = build(request_type(3, 12), METADATA | {"include_topic_authorized_operations": False})
+    try:
+        assert conn.session_lifetime_ms == LIFETIME_MS
+        deadline = time.monotonic() + 4 * LIFETIME_MS / 1000
+        answered = 0
+        while time.monotonic() < deadline:
+            await conn.request(3, 12, body)
+            answered += 1
+            await asyncio.sleep(0.05)  # a request every 50 ms across four lifetimes
+        assert not conn.closed and answered > 0
+    finally:
+        await conn.aclose()
     assert not [r for r in caplog.records if "SASL session expired" in r.getMessage()]
