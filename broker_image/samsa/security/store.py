@@ -7,7 +7,7 @@ files in the broker's data directory.
                                        "permissionType":"Allow","operation":"Read","host":"*"}]}
     /kafka-acl-extended/prefixed/<ResourceType>/<name>   the same, for prefixed patterns
 
-    /kafka-acl-changes/acl_changes_<seq>           "Topic:name": literal ACLs of a resource
+    /kafka-acl-changes/acl_changes_<seq>           "TOPIC:name": literal ACLs of a resource
                                                    changed (Kafka's LiteralAclChangeStore)
     /kafka-acl-extended-changes/acl_changes_<seq>  {"version":1,"resourceType":"TOPIC",
                                                    "name":...,"patternType":"PREFIXED"}
@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -68,11 +69,13 @@ class SecurityStore(Protocol):
 
 
 def acl_change_note(key: tuple[str, str, str]) -> bytes:
-    """A change notification's data, in Kafka's format for the pattern type."""
-    rtype, pattern, name = key
+    """A change notification's data, in Kafka's format for the pattern type (the resource
+    type by its Java enum name: "TransactionalId" is TRANSACTIONAL_ID)."""
+    stored_type, pattern, name = key
+    rtype = re.sub(r"(?<!^)(?=[A-Z])", "_", stored_type).upper()
     if pattern == "LITERAL":
         return f"{rtype}:{name}".encode()
-    event = {"version": 1, "resourceType": rtype.upper(), "name": name, "patternType": pattern}
+    event = {"version": 1, "resourceType": rtype, "name": name, "patternType": pattern}
     return json.dumps(event, separators=(",", ":")).encode()
 
 

@@ -16,6 +16,7 @@ from samsa.security.acl import (
     authorized_operations,
     bindings_from,
 )
+from samsa.security.store import acl_change_note
 
 T, G, C = ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER
 LIT, PRE = PatternType.LITERAL, PatternType.PREFIXED
@@ -153,3 +154,20 @@ def test_authorize_by_resource_type_for_super_users_and_no_acls() -> None:
         deny_all, "User:admin", "h", Op.WRITE, T, super_users=frozenset({"User:admin"})
     )
     assert authorize_by_resource_type([], "User:alice", "h", Op.WRITE, T, allow_if_no_acl=True)
+
+
+@pytest.mark.parametrize(
+    ("key", "note"),
+    [
+        (("Topic", "LITERAL", "a"), b"TOPIC:a"),
+        (("TransactionalId", "LITERAL", "tx:1"), b"TRANSACTIONAL_ID:tx:1"),
+        (
+            ("Group", "PREFIXED", "g-"),
+            b'{"version":1,"resourceType":"GROUP","name":"g-","patternType":"PREFIXED"}',
+        ),
+    ],
+)
+def test_acl_change_notes_are_written_as_kafka_writes_them(
+    key: tuple[str, str, str], note: bytes
+) -> None:
+    assert acl_change_note(key) == note
