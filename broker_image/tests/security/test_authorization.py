@@ -748,7 +748,7 @@ def _plain_jaas(users: list[str]) -> str:
 class Env:
     def __init__(self, root: Path) -> None:
         self.port = free_port()
-        users = ["admin", "nobody", *(f"row{i}" for i in range(len(ROWS)))]
+        users = ["admin", "nobody", "groupie", *(f"row{i}" for i in range(len(ROWS)))]
         self.broker = InProcessBroker(
             root,
             {
@@ -796,6 +796,18 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
             for i, row in enumerate(ROWS)
             for rtype, name, op in row.acls
         ]
+        # groupie may describe group g, and no topic.
+        grants.append(
+            AclBinding(
+                G,
+                GROUP,
+                ResourcePatternType.LITERAL,
+                "User:groupie",
+                "*",
+                Op.DESCRIBE,
+                AclPermissionType.ALLOW,
+            )
+        )
         for f in admin.create_acls(grants).values():
             f.result(20)
         # Group g exists (Empty, with a committed offset) for the group rows to find.
@@ -844,3 +856,18 @@ def test_an_unauthorized_offset_commit_topic_is_refused_beside_an_authorized_one
         client.close()
     by_topic = {t.name: {p.error_code for p in t.partitions} for t in answer.topics}
     assert by_topic == {TOPIC: {NONE}, DOOMED: {TOPIC_DENIED}}
+
+
+def test_offset_fetch_leaves_out_topics_the_principal_may_not_describe(env: Env) -> None:
+    """As Kafka: asked for every topic, the answer omits those; asked by name, they carry
+    TOPIC_AUTHORIZATION_FAILED."""
+    everything = {"group_id": GROUP, "topics": None, "require_stable": False}
+    named = ROWS[_index("OffsetFetch")].body()
+    with env.client("groupie") as client:
+        all_topics = client.call(9, 7, everything)
+        by_name = client.call(9, 7, named)
+    with env.client("admin") as client:
+        seen_by_admin = client.call(9, 7, everything)
+    assert TOPIC in {t.name for t in seen_by_admin.topics}
+    assert (all_topics.error_code, [t.name for t in all_topics.topics]) == (NONE, [])
+    assert _partition_errors()(by_name) == {TOPIC_DENIED}
