@@ -106,7 +106,8 @@ def _add_user(env: Env, user: str, password: str) -> None:
     up = UserScramCredentialUpsertion(
         user, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), password.encode()
     )
-    for f in env.admin().alter_user_scram_credentials([up]).values():
+    admin = env.admin()  # held: a client dropped mid-call fails its futures
+    for f in admin.alter_user_scram_credentials([up]).values():
         f.result(30)
 
 
@@ -159,7 +160,8 @@ def _acl_call(env: Env, key: int, body: dict[str, Any]) -> Any:
 
 
 def test_an_acl_changed_through_broker_0_holds_at_every_broker_promptly(env: Env) -> None:
-    env.admin().create_topics([NewTopic("watched", 1, 3)])["watched"].result(30)
+    admin = env.admin()
+    admin.create_topics([NewTopic("watched", 1, 3)])["watched"].result(30)
     assert [_metadata_error(env, b, "watched") for b in (0, 1, 2)] == [
         TOPIC_AUTHORIZATION_FAILED
     ] * 3
@@ -220,7 +222,8 @@ def test_a_user_deleted_through_one_broker_cannot_authenticate_at_any(env: Env) 
     for b, address in at.items():
         assert _authentication_error(env.scram("dora", "dora-pw", address)) is None, b
     gone = UserScramCredentialDeletion("dora", ScramMechanism.SCRAM_SHA_512)
-    env.admin(at[0]).alter_user_scram_credentials([gone])["dora"].result(30)
+    admin = env.admin(at[0])
+    admin.alter_user_scram_credentials([gone])["dora"].result(30)
     for b, address in at.items():
         error = _authentication_error(env.scram("dora", "dora-pw", address))
         assert error is not None, f"broker {b} still let dora in"
