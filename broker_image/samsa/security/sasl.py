@@ -93,6 +93,9 @@ class SaslServer:
         session.reauth_from = (session.mechanism, session.principal)
         session.authenticated = False
         session.mechanism = None
+        # The old session's end no longer applies: the exchange under way may finish after it
+        # (as Kafka, whose new authenticator has no expiry until it succeeds).
+        session.expires_at = None
         return True
 
     def _plain(self, listener: str, token: bytes) -> str:

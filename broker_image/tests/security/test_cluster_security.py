@@ -6,6 +6,9 @@ is on, with allow.everyone.if.no.acl.found=false and the brokers' principal a su
 Changes made through one broker hold at every broker promptly: an ACL created or deleted
 through broker 0 is enforced at brokers 1 and 2 (announced under /kafka-acl-changes and
 watched), and a deleted SCRAM user can no longer authenticate anywhere.
+
+Sessions last REAUTH_MS (connections.max.reauth.ms, KIP-368): the brokers' own connections and
+librdkafka's re-authenticate, so replication and clients go on with no session cut short.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ JAAS = (
     'username="broker" password="broker-pw" user_broker="broker-pw" user_watcher="watcher-pw";'
 )
 TOPIC_AUTHORIZATION_FAILED = 29
+REAUTH_MS = 3000
 # Well under the 60 s safety-net reload: a change seen within it was announced and watched.
 PROMPTLY_S = 15.0
 
@@ -97,6 +101,7 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
         "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
         "allow.everyone.if.no.acl.found": "false",
         "super.users": "User:broker",
+        "connections.max.reauth.ms": str(REAUTH_MS),
     }
     with replicated_cluster(tmp / "cluster", 3, overrides) as cluster:
         yield Env(cluster, pki, client)
@@ -227,3 +232,38 @@ def test_a_user_deleted_through_one_broker_cannot_authenticate_at_any(env: Env) 
     for b, address in at.items():
         error = _authentication_error(env.scram("dora", "dora-pw", address))
         assert error is not None, f"broker {b} still let dora in"
+
+
+def test_sessions_reauthenticate_under_load_and_none_expires(env: Env) -> None:
+    """Records with acks=all (so followers fetch throughout) for three session lifetimes; each
+    acknowledged, and no broker had to close an expired session: the replica fetchers, the
+    controller's channel and librdkafka all re-authenticated in time."""
+    admin = env.admin()
+    _add_user(env, "rita", "rita-pw")
+    grant = _allow("User:rita", ResourceType.TOPIC, "reauth", AclOperation.WRITE)
+    for f in admin.create_acls([grant]).values():
+        f.result(30)
+    admin.create_topics([NewTopic("reauth", 3, 3)])["reauth"].result(30)
+    reports: list[Any] = []
+    producer = Producer(env.scram("rita", "rita-pw") | {"acks": "all"})
+
+    def visible() -> int:
+        # The ACL reaches the other brokers an instant after the one that wrote it.
+        return int(producer.list_topics("reauth", timeout=10).topics["reauth"].error is None)
+
+    _within(PROMPTLY_S, "rita may describe reauth everywhere", visible, 1)
+    deadline = time.monotonic() + 3 * REAUTH_MS / 1000
+    sent = 0
+    while time.monotonic() < deadline:
+        producer.produce("reauth", b"r", on_delivery=lambda err, msg: reports.append(err))
+        sent += 1
+        producer.poll(0.05)
+    assert producer.flush(30) == 0
+    assert reports == [None] * sent
+    expired = [
+        line
+        for b in (0, 1, 2)
+        for line in (env.cluster.data_dir / f"broker-{b}.log").read_text().splitlines()
+        if "SASL session expired" in line
+    ]
+    assert expired == []
