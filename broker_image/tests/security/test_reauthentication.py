@@ -127,6 +127,18 @@ def test_an_expired_session_is_closed_at_its_next_request(
     assert [r for r in caplog.records if "SASL session expired" in r.getMessage()]
 
 
+def test_a_session_past_its_end_may_still_reauthenticate(env: Env) -> None:
+    """As Kafka: a SaslHandshake begins re-authentication even after the session ended; the
+    exchange then runs without the old end (SCRAM's two rounds may take a while)."""
+    with env.client("REAUTH") as client:
+        ended = time.monotonic() + LIFETIME_MS / 1000
+        while time.monotonic() <= ended:
+            time.sleep(0.05)  # idle until the session is over: that is the case under test
+        again = _authenticate(client, "alice")
+        assert (again.error_code, _lifetime_ms(again)) == (0, LIFETIME_MS)
+        assert client.call(3, 12, METADATA | {"include_topic_authorized_operations": False})
+
+
 def test_without_reauthentication_a_second_handshake_keeps_the_connection(env: Env) -> None:
     with env.client("PLAIN") as client:
         assert client.call(17, 1, {"mechanism": "PLAIN"}).error_code == ILLEGAL_SASL_STATE
