@@ -440,6 +440,9 @@ class Partition:
         hw = max(min(leader_hw, self.log.log_end_offset), self.log.log_start_offset)
         if hw != self.high_watermark:
             self.high_watermark = hw
+            # Consumers reading here (KIP-392) may read more: the high watermark, and with it
+            # the last stable offset, moved.
+            self._on_data(self.tp, True)
 
     def fetch_upper_bound(self, isolation_level: int, for_replica: bool) -> int:
         """Consumers read below the high watermark (read_committed ones below the last
