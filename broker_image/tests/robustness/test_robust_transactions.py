@@ -140,7 +140,10 @@ def test_bad_markers_and_batches_get_kafkas_error_codes(broker: InProcessBroker)
         # Clients may not write markers themselves.
         forged = build_end_txn_marker(100, 3, True, 0, 1000)
         assert produce(wire, topic, forged)[0] == INVALID_RECORD
-        assert raw_produce(wire, topic, {0: forged})[0].error_code == INVALID_RECORD
+        # Without a transactional id the transactional attribute is refused first, as Kafka.
+        assert raw_produce(wire, topic, {0: forged})[0].error_code == (
+            TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        )
         # Partitions not hosted here, next to one that is.
         mixed = write_markers(
             wire,
