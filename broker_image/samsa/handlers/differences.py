@@ -80,7 +80,7 @@ DIFFERENCES: tuple[Difference, ...] = (
     ),
     Difference(
         api="Produce, WriteTxnMarkers, Fetch, ListOffsets",
-        what="Transactions on the partitions, as Kafka 3.9 with two differences.",
+        what="Transactions on the partitions, as Kafka 3.9 with one difference.",
         why=(
             "Transactional batches are accepted from a request whose transactional id the "
             "principal may WRITE (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED); a plain batch "
@@ -90,11 +90,10 @@ DIFFERENCES: tuple[Difference, ...] = (
             "offset of the earliest open transaction, held until its marker is below the "
             "high watermark) bounds read_committed Fetch and ListOffsets, and read_committed "
             "fetches carry the aborted transactions from the `.txnindex` files, which are "
-            "rebuilt on recovery. Differences: a transactional Produce is not checked with "
-            "the coordinator (Kafka 3.6+'s transaction.partition.verification.enable, "
-            "KIP-890), and the log cleaner removes aborted records but keeps every marker, "
-            "where Kafka drops a marker once its transaction's records are gone and "
-            "delete.retention.ms has passed."
+            "rebuilt on recovery. The log cleaner removes aborted records, and markers once "
+            "their transaction has no records left and delete.retention.ms has passed. The "
+            "difference: a transactional Produce is not checked with the coordinator "
+            "(Kafka 3.6+'s transaction.partition.verification.enable, KIP-890)."
         ),
     ),
     Difference(
