@@ -75,11 +75,10 @@ DIFFERENCES: tuple[Difference, ...] = (
             "api_versions.txn_offset_commit",
             "api_versions.describe_transactions",
             "api_versions.list_transactions",
-            "api_versions.describe_producers",
         ),
     ),
     Difference(
-        api="Produce, WriteTxnMarkers, Fetch, ListOffsets",
+        api="Produce, WriteTxnMarkers, Fetch, ListOffsets, DescribeProducers",
         what="Transactions on the partitions, as Kafka 3.9 with one difference.",
         why=(
             "Transactional batches are accepted from a request whose transactional id the "
