@@ -61,23 +61,43 @@ DIFFERENCES: tuple[Difference, ...] = (
     ),
     Difference(
         api="Produce, InitProducerId, FindCoordinator",
-        what="No transactions.",
+        what="No transaction coordinator yet.",
         why=(
-            "Produce and InitProducerId requests with a transactional id, transactional "
-            "batches, and FindCoordinator for a transaction coordinator get "
-            "TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which clients report as fatal. "
-            "`isolation.level=read_committed` reads up to the high watermark."
+            "InitProducerId with a transactional id and FindCoordinator for a transaction "
+            "coordinator get TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which clients report as "
+            "fatal, so transactional producers cannot start. The partitions' side of "
+            "transactions is there (see the next entry)."
         ),
         checks=(
             "api_versions.add_partitions_to_txn",
             "api_versions.add_offsets_to_txn",
             "api_versions.end_txn",
-            "api_versions.write_txn_markers",
             "api_versions.txn_offset_commit",
             "api_versions.describe_transactions",
             "api_versions.list_transactions",
-            "api_versions.describe_producers",
         ),
+    ),
+    Difference(
+        api="Produce, WriteTxnMarkers, Fetch, ListOffsets, DescribeProducers",
+        what="Transactions on the partitions, as Kafka 3.9 with one difference.",
+        why=(
+            "Transactional batches are accepted from a request whose transactional id the "
+            "principal may WRITE (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED); a plain batch "
+            "from a producer with a transaction open is INVALID_TXN_STATE, an old epoch "
+            "INVALID_PRODUCER_EPOCH. WriteTxnMarkers appends commit and abort markers as "
+            "leader and answers once the ISR has them; the last stable offset (the first "
+            "offset of the earliest open transaction, held until its marker is below the "
+            "high watermark) bounds read_committed Fetch and ListOffsets, and read_committed "
+            "fetches carry the aborted transactions from the `.txnindex` files, which are "
+            "rebuilt on recovery. The log cleaner removes aborted records, and markers once "
+            "their transaction has no records left and delete.retention.ms has passed. The "
+            "difference: a transactional Produce is not checked with the coordinator "
+            "(Kafka 3.6+'s transaction.partition.verification.enable, KIP-890). WriteTxnMarkers "
+            "is served at Kafka 3.9's versions 0-1; Kafka 4 serves 1-2, v2 carrying the "
+            "transaction version of KIP-890's second part, which Samsa's coordinator does "
+            "not use."
+        ),
+        checks=("api_versions.write_txn_markers",),
     ),
     Difference(
         api="LeaderAndIsr, StopReplica, UpdateMetadata, ControlledShutdown, AlterPartition",
@@ -136,26 +156,11 @@ DIFFERENCES: tuple[Difference, ...] = (
         checks=("api_versions.describe_log_dirs", "api_versions.alter_replica_log_dirs"),
     ),
     Difference(
-        api="ACLs",
-        what="Not every request is authorized yet.",
-        why=(
-            "With authorizer.class.name set, Produce, Fetch, Metadata, CreateTopics, JoinGroup "
-            "and the ACL and SCRAM admin APIs check Kafka's operations (docs/security.md); the "
-            "other group APIs, ListOffsets, DeleteTopics, CreatePartitions, DeleteRecords, the "
-            "config APIs and the controller's requests do not yet. DescribeGroups and "
-            'DescribeCluster answer authorized operations with "not provided" (-2147483648). '
-            "ACLs written by another broker are seen within 2 s (no /kafka-acl-changes)."
-        ),
-    ),
-    Difference(
         api="SaslHandshake, SaslAuthenticate",
-        what="PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 only; no re-authentication.",
+        what="PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 only.",
         why=(
             "GSSAPI (Kerberos), OAUTHBEARER and delegation tokens are not offered: enabling them "
-            "stops start-up with a message. KIP-368 re-authentication is not offered: "
-            "SaslAuthenticate answers session_lifetime_ms=0 (as Kafka does when "
-            "connections.max.reauth.ms is 0, its default), and a second SaslHandshake on an "
-            "authenticated connection gets ILLEGAL_SASL_STATE. TLS key and trust stores are PEM "
+            "stops start-up with a message. TLS key and trust stores are PEM "
             "only (KIP-651); JKS and PKCS12 are refused. SCRAM credential changes are not "
             "announced under /config/changes: brokers read /config/users at each "
             "authentication. Fetched records are copied into memory on TLS connections "

@@ -5,10 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from samsa.coordinator import GROUP_METADATA_TOPIC_NAME
+from samsa.handlers.authorization import group_allowed
 from samsa.handlers.context import BrokerServices, RequestContext
 from samsa.handlers.groups import coordinator
 from samsa.handlers.topic_admin import ensure_offsets_topic
 from samsa.protocol.errors import ErrorCode, KafkaApiError
+from samsa.security.acl import AclOperation
 
 KEY = 10
 MIN_VERSION, MAX_VERSION = 0, 6
@@ -19,8 +21,9 @@ FIRST_BATCHED = 4
 
 
 async def _lookup(
-    services: BrokerServices, key: str, key_type: int, listener: str
+    services: BrokerServices, ctx: RequestContext, key: str, key_type: int
 ) -> dict[str, Any]:
+    listener = ctx.conn.listener
     entry: dict[str, Any] = {
         "key": key,
         "node_id": -1,
@@ -36,6 +39,9 @@ async def _lookup(
     if key_type != GROUP_KEY_TYPE:
         entry["error_code"] = ErrorCode.invalid_request
         entry["error_message"] = f"Unknown coordinator key type {key_type}"
+        return entry
+    if not group_allowed(services, ctx, AclOperation.DESCRIBE, key):
+        entry["error_code"] = ErrorCode.group_authorization_failed
         return entry
     group_coordinator = coordinator(services)
     if group_coordinator is None or not group_coordinator.is_active:
@@ -65,9 +71,8 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
         return {
             "throttle_time": 0,
             "coordinators": [
-                await _lookup(services, k, key_type, ctx.conn.listener)
-                for k in request.coordinator_keys
+                await _lookup(services, ctx, k, key_type) for k in request.coordinator_keys
             ],
         }
-    entry = await _lookup(services, request.key, key_type, ctx.conn.listener)
+    entry = await _lookup(services, ctx, request.key, key_type)
     return {"throttle_time": 0, **entry}

@@ -11,9 +11,11 @@ import logging
 from typing import Any
 
 from samsa.coordinator.producer_id_manager import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
+from samsa.handlers.authorization import allowed_on_any, cluster_allowed
 from samsa.handlers.context import BrokerServices, RequestContext
 from samsa.metadata.producer_ids import CorruptProducerIdBlockError, ProducerIdsExhaustedError
 from samsa.protocol.errors import ErrorCode
+from samsa.security.acl import AclOperation, ResourceType
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +39,12 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
         if request.transactional_id == "":
             return _answer(ErrorCode.invalid_request)
         return _answer(ErrorCode.transactional_id_authorization_failed)
+    # An idempotent producer needs IDEMPOTENT_WRITE on the cluster or WRITE on some topic
+    # (KIP-679), as in Kafka.
+    if not cluster_allowed(services, ctx, AclOperation.IDEMPOTENT_WRITE) and not allowed_on_any(
+        services, ctx, AclOperation.WRITE, ResourceType.TOPIC
+    ):
+        return _answer(ErrorCode.cluster_authorization_failed)
     manager = services.producer_id_manager
     if manager is None:
         return _answer(ErrorCode.coordinator_not_available)

@@ -23,6 +23,7 @@ from samsa.handlers import (
     describe_configs,
     describe_groups,
     describe_log_dirs,
+    describe_producers,
     describe_user_scram_credentials,
     elect_leaders,
     fetch,
@@ -47,6 +48,7 @@ from samsa.handlers import (
     stop_replica,
     sync_group,
     update_metadata,
+    write_txn_markers,
 )
 from samsa.handlers.apis import Api
 
@@ -93,6 +95,8 @@ MODULES: tuple[ModuleType, ...] = (
     describe_acls,
     create_acls,
     delete_acls,
+    write_txn_markers,
+    describe_producers,
 )
 
 # Kafka's names for the controller APIs kio (built for Kafka 4) no longer knows.

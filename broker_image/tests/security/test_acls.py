@@ -73,13 +73,24 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
             AclOperation.WRITE,
             AclPermissionType.ALLOW,
         )
-        for f in admin.create_acls([write_a]).values():
+        # Group "reader" is alice's, so reading a is refused for the topic, not the group.
+        read_reader = AclBinding(
+            ResourceType.GROUP,
+            "reader",
+            ResourcePatternType.LITERAL,
+            "User:alice",
+            "*",
+            AclOperation.READ,
+            AclPermissionType.ALLOW,
+        )
+        for f in admin.create_acls([write_a, read_reader]).values():
             f.result(10)
         yield env
 
 
 def _consumer_error(conf: dict[str, Any], subscribe: bool) -> KafkaError:
-    consumer = Consumer(conf | {"group.id": "g", "auto.offset.reset": "earliest"})
+    group = "g" if subscribe else "reader"
+    consumer = Consumer(conf | {"group.id": group, "auto.offset.reset": "earliest"})
     try:
         if subscribe:
             consumer.subscribe(["a"])
@@ -169,7 +180,43 @@ def test_acls_survive_a_restart(env: Env) -> None:
             AclPermissionType.ANY,
         )
     ).result(10)
-    assert [(b.name, b.operation, b.permission_type) for b in found] == [
-        ("a", AclOperation.WRITE, AclPermissionType.ALLOW)
+    assert sorted((b.name, b.operation, b.permission_type) for b in found) == [
+        ("a", AclOperation.WRITE, AclPermissionType.ALLOW),
+        ("reader", AclOperation.READ, AclPermissionType.ALLOW),
     ]
     test_alice_may_write_a(env)
+
+
+def _sasl_wire(env: Env, user: str) -> Any:
+    from kafka_support import Wire
+    from kio.index import load_request_schema
+
+    wire = Wire(env.port)
+    handshake = wire.request(17, 1, load_request_schema(17, 1)(mechanism="PLAIN"))
+    assert int(handshake.error_code.value) == 0
+    token = b"\0" + user.encode() + b"\0" + f"{user}-pw".encode()
+    auth = wire.request(36, 2, load_request_schema(36, 2)(auth_bytes=token))
+    assert int(auth.error_code.value) == 0
+    return wire
+
+
+def test_only_brokers_may_write_transaction_markers(env: Env) -> None:
+    from txn_support import (
+        CLUSTER_AUTHORIZATION_FAILED,
+        NONE,
+        TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        Marker,
+        produce,
+        txn_batch,
+        write_markers,
+    )
+
+    with _sasl_wire(env, "alice") as wire:
+        # Alice may write topic a, but not as transactional id "app".
+        assert produce(wire, "a", txn_batch(500, 0, [b"t"]))[0] == (
+            TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        )
+        refused = write_markers(wire, [Marker(500, False, {"a": [0]})])
+        assert refused == {(500, "a", 0): CLUSTER_AUTHORIZATION_FAILED}
+    with _sasl_wire(env, "admin") as wire:
+        assert write_markers(wire, [Marker(500, False, {"a": [0]})]) == {(500, "a", 0): NONE}

@@ -399,3 +399,83 @@ def test_any_history_keeps_latest_per_key_at_unchanged_offsets(
         assert_subset_of(final, original + [r for r in final if r.key == b"z"])
         assert view(final) == view(original) | {b"z": b"z"}
         assert not [r for r in final if r.value is None and r.offset < boundary]
+
+
+def test_aborted_transactions_are_cleaned_away_and_markers_go_after_the_horizon(
+    tmp_path: Path,
+) -> None:
+    from samsa.log.producer_state import AppendOrigin
+    from samsa.protocol.control import build_end_txn_marker, read_end_txn_marker
+    from samsa.protocol.record_filter import delete_horizon
+
+    clock = Clock()
+    _, plog, cleaner = compacted_log(tmp_path, clock)
+
+    def txn(pid: int, seq: int, key: bytes, value: bytes) -> int:
+        batch = build_batch(
+            [(key, value, [])],
+            timestamp_ms=1000,
+            producer_id=pid,
+            producer_epoch=0,
+            base_sequence=seq,
+            transactional=True,
+        )
+        return plog.append_as_leader(batch, 0).first_offset
+
+    def end(pid: int, committed: bool) -> int:
+        marker = build_end_txn_marker(pid, 0, committed, 0, 1000)
+        return plog.append_as_leader(marker, 0, origin=AppendOrigin.COORDINATOR).first_offset
+
+    def filler(n: int = 60) -> None:
+        for i in range(n):
+            put(plog, b"filler-%d" % (i % 3), b"x" * 20)
+
+    def markers() -> dict[int, tuple[bool, int | None]]:
+        out = {}
+        for h, b in read_batches(plog):
+            if h.is_control and h.records_count:
+                m = read_end_txn_marker(b, 0, h)
+                assert m is not None
+                out[h.base_offset] = (m.committed, delete_horizon(h))
+        return out
+
+    txn(1, 0, b"a", b"committed")
+    commit_at = end(1, True)
+    aborted_at = txn(2, 0, b"a", b"aborted")
+    txn(2, 1, b"b", b"aborted")
+    abort_at = end(2, False)
+    txn(3, 0, b"c", b"other")
+    end(3, True)
+    # Producer 2 writes on, so its aborted batch is not its last (which would stay, empty,
+    # and keep its marker with it, as in Kafka).
+    txn(2, 2, b"d", b"later")
+    end(2, True)
+    filler()
+    entries = plog.collect_aborted_txns(0, plog.log_end_offset)
+    assert [(e.producer_id, e.first_offset, e.last_offset) for e in entries] == [
+        (2, aborted_at, abort_at)
+    ]
+    assert cleaner.clean_filthiest_log_now()
+    batches = read_batches(plog)
+    data = [r for h, b in batches if not h.is_control for r in decode_records(b)]
+    assert view(data)[b"a"] == b"committed", "an aborted value never wins over a committed one"
+    assert b"aborted" not in {r.value for r in data}
+    # The transactions' batches were read in this clean: every marker stays as it was.
+    assert set(markers().values()) == {(True, None), (False, None)}
+    assert len(markers()) == 4
+    assert plog.collect_aborted_txns(0, plog.log_end_offset) == entries
+
+    # Next clean: the aborted transaction has no batch left, so its marker gets a horizon;
+    # the committed ones still have records ("a", "c"), so theirs stay as they are.
+    filler()
+    assert cleaner.clean_filthiest_log_now()
+    assert markers()[abort_at] == (False, clock.now + COMPACTED.delete_retention_ms)
+    assert markers()[commit_at] == (True, None)
+    assert plog.collect_aborted_txns(0, plog.log_end_offset) == entries
+
+    # After the horizon the abort marker goes, and its index entry with it.
+    clock.now += COMPACTED.delete_retention_ms + 1
+    filler()
+    assert cleaner.clean_filthiest_log_now()
+    assert abort_at not in markers() and commit_at in markers()
+    assert plog.collect_aborted_txns(0, plog.log_end_offset) == []
