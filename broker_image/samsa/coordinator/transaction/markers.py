@@ -79,7 +79,7 @@ async def write_txn_markers(
         if not still_coordinator():
             return False
         by_broker: dict[int, list[TopicPartition]] = {}
-        for tp in remaining:
+        for tp in sorted(remaining):
             leader = writer.leader_of(tp)
             if leader is None:
                 if not writer.topic_exists(tp.topic):
