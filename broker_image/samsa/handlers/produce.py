@@ -6,7 +6,7 @@ import asyncio
 from time import perf_counter
 from typing import Any
 
-from samsa.handlers.authorization import topic_allowed
+from samsa.handlers.authorization import allowed, topic_allowed
 from samsa.handlers.context import BrokerServices, RequestContext
 from samsa.metadata import TopicPartition
 from samsa.protocol.errors import CloseConnection, ErrorCode
@@ -14,8 +14,9 @@ from samsa.protocol.fast import ProducePartitionResult, ProduceTopicResult, enco
 from samsa.protocol.messages import ms
 from samsa.protocol.pipelining import Deferred
 from samsa.protocol.produce_request import parse_produce_request
+from samsa.protocol.records import ATTRIBUTES_OFFSET, TRANSACTIONAL_MASK
 from samsa.replica import ProducePartitionResponse
-from samsa.security.acl import AclOperation
+from samsa.security.acl import AclOperation, ResourceType
 
 KEY = 0
 # v0-v2 carry message format v0/v1, which this broker does not store: they are advertised only
@@ -38,7 +39,18 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     waiting: list[tuple[TopicPartition, ProducePartitionResponse, ProducePartitionResult]] = []
     failed = False
     bad_acks = acks not in (-1, 0, 1)
-    transactional = request.transactional_id is not None
+    # Kafka's rule: transactional batches need WRITE on the request's transactional id,
+    # or every partition is refused.
+    txn_denied = _has_transactional_records(request) and not (
+        request.transactional_id is not None
+        and allowed(
+            services,
+            ctx,
+            AclOperation.WRITE,
+            ResourceType.TRANSACTIONAL_ID,
+            request.transactional_id,
+        )
+    )
     for topic_data in request.topic_data:
         name = topic_data.name
         writable = topic_allowed(services, ctx, AclOperation.WRITE, name)
@@ -48,12 +60,9 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
                 result = ProducePartitionResult(
                     pdata.index, ErrorCode.invalid_required_acks.value, -1
                 )
-            elif transactional:
+            elif txn_denied:
                 result = ProducePartitionResult(
-                    pdata.index,
-                    ErrorCode.transactional_id_authorization_failed.value,
-                    -1,
-                    error_message="Transactions are not supported by this broker",
+                    pdata.index, ErrorCode.transactional_id_authorization_failed.value, -1
                 )
             elif not writable:
                 result = ProducePartitionResult(
@@ -92,6 +101,20 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
             raise CloseConnection
         return None
     return [encode_produce_response(ctx.version, ctx.header.correlation_id, topics)]
+
+
+def _has_transactional_records(request: Any) -> bool:
+    """Whether a partition's first batch is transactional (Kafka's hasTransactionalRecords)."""
+    for topic_data in request.topic_data:
+        for pdata in topic_data.partition_data:
+            records = pdata.records
+            if (
+                records is not None
+                and len(records) > ATTRIBUTES_OFFSET + 1
+                and records[ATTRIBUTES_OFFSET + 1] & TRANSACTIONAL_MASK
+            ):
+                return True
+    return False
 
 
 async def _await_acks(

@@ -47,6 +47,7 @@ from samsa.handlers import (
     stop_replica,
     sync_group,
     update_metadata,
+    write_txn_markers,
 )
 from samsa.handlers.apis import Api
 
@@ -93,6 +94,7 @@ MODULES: tuple[ModuleType, ...] = (
     describe_acls,
     create_acls,
     delete_acls,
+    write_txn_markers,
 )
 
 # Kafka's names for the controller APIs kio (built for Kafka 4) no longer knows.

@@ -21,7 +21,7 @@ from samsa.protocol.records import BatchHeader
 
 log = logging.getLogger(__name__)
 
-_SEGMENT_FILE = re.compile(r"^(\d{20})(\.log|\.index|\.timeindex)$")
+_SEGMENT_FILE = re.compile(r"^(\d{20})(\.log|\.index|\.timeindex|\.txnindex)$")
 
 
 @dataclass

@@ -25,10 +25,12 @@ from samsa.log.errors import (
 )
 from samsa.log.info import FetchDataInfo, LogAppendInfo
 from samsa.log.loader import load_log
-from samsa.log.producer_state import BatchMetadata
+from samsa.log.producer_state import AppendOrigin, BatchMetadata
 from samsa.log.producer_state_manager import ProducerStateManager
 from samsa.log.segment import LogSegment
 from samsa.log.swap import segment_run
+from samsa.log.txn_index import AbortedTxn, collect_aborted
+from samsa.protocol.control import EndTxnMarker, read_end_txn_marker
 from samsa.protocol.records import (
     BATCH_HEADER_SIZE,
     BatchHeader,
@@ -48,6 +50,28 @@ _VECTORED_MIN_BATCH = 4096
 log = logging.getLogger(__name__)
 
 AppendListener = Callable[[LogAppendInfo, Sequence[BatchHeader]], None]
+
+
+def _no_markers(i: int, h: BatchHeader) -> EndTxnMarker | None:
+    return None
+
+
+def _markers_in(
+    records: bytes | bytearray | memoryview,
+    headers: Sequence[BatchHeader],
+    positions: Sequence[int] | None = None,
+) -> Callable[[int, BatchHeader], EndTxnMarker | None]:
+    """The markers of the control batches among `headers`, read from `records`."""
+    if positions is None:
+        at, positions = 0, []
+        for h in headers:
+            positions.append(at)
+            at += h.size
+
+    def marker_of(i: int, h: BatchHeader) -> EndTxnMarker | None:
+        return read_end_txn_marker(records, positions[i], h)
+
+    return marker_of
 
 
 def wall_clock_ms() -> int:
@@ -90,6 +114,7 @@ class Log:
         self._dir_dirty = False
         # Idempotent producers: checked before leader appends, snapshotted with segments.
         self.producer_state = ProducerStateManager(dir, f"{self.topic}-{self.partition}")
+        self.producer_state.txn_index = self
         self.append_listener: AppendListener | None = None
         # Told the offset the log was cut back to (the log manager tells the cleaner).
         self.truncation_listener: Callable[[Log, int], None] | None = None
@@ -128,7 +153,11 @@ class Log:
         )
         plog._dir_dirty = created
         plog.producer_state.load(
-            plog.log_start_offset, plog.log_end_offset, plog.recovery_point, plog.batch_headers
+            plog.log_start_offset,
+            plog.log_end_offset,
+            plog.recovery_point,
+            plog.batch_headers,
+            plog._stored_marker,
         )
         return plog
 
@@ -192,11 +221,12 @@ class Log:
         records: bytes | bytearray | memoryview,
         leader_epoch: int,
         headers: Sequence[BatchHeader] | None = None,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> LogAppendInfo:
         """Assign offsets (and LogAppendTime if configured) and append.
 
         `records` must already have passed `validate_batches`; pass its headers to avoid
-        parsing them twice.
+        parsing them twice.  Origin COORDINATOR appends transaction markers.
         """
         config = self._config
         if headers is None:
@@ -216,7 +246,12 @@ class Log:
             log_append_time = max_ts = self._now_ms()
             offset_of_max = first_offset
         # Idempotent producers: refuse or recognise a retry before anything is written.
-        pending = self.producer_state.prepare_leader_append(headers, first_offset, log_append_time)
+        marker_of: Callable[[int, BatchHeader], EndTxnMarker | None] = _no_markers
+        if origin is AppendOrigin.COORDINATOR:
+            marker_of = _markers_in(records, headers)
+        pending = self.producer_state.prepare_leader_append(
+            headers, first_offset, log_append_time, origin, marker_of
+        )
         if isinstance(pending, BatchMetadata):
             return self._duplicate_append_info(pending)
         size = len(records)
@@ -278,6 +313,7 @@ class Log:
         """
         view = memoryview(records)
         headers: list[BatchHeader] = []
+        positions: list[int] = []
         expected = self._next_offset
         valid = 0
         max_ts, offset_of_max = -1, -1
@@ -298,6 +334,7 @@ class Log:
             if h.max_timestamp > max_ts:
                 max_ts, offset_of_max = h.max_timestamp, h.last_offset
             headers.append(h)
+            positions.append(pos)
             expected = h.next_offset
             valid = pos + h.size
         if not headers:
@@ -307,7 +344,9 @@ class Log:
         segment = self._maybe_roll(valid, max_ts, last_offset, first_offset)
         segment.append(view[:valid], headers)
         self._next_offset = last_offset + 1
-        self.producer_state.append_replicated(headers, self._next_offset)
+        self.producer_state.append_replicated(
+            headers, self._next_offset, _markers_in(view, headers, positions)
+        )
         for h in headers:
             if h.partition_leader_epoch >= 0:
                 self._maybe_assign_epoch(h.partition_leader_epoch, h.base_offset)
@@ -454,6 +493,50 @@ class Log:
             return None
         return best.find_max_timestamp_record()
 
+    # -- transactions ----------------------------------------------------------------------
+
+    def last_stable_offset(self, high_watermark: int) -> int:
+        """min(first offset of the transactions not complete and replicated, high watermark)."""
+        return self.producer_state.last_stable_offset(high_watermark)
+
+    def collect_aborted_txns(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """The aborted transactions overlapping [fetch_offset, upper_bound): their markers
+        are at or after fetch_offset, so the search starts at its segment."""
+        found: list[AbortedTxn] = []
+        first = max(bisect.bisect_right(self._bases, fetch_offset) - 1, 0)
+        for segment in self._segments[first:]:
+            if collect_aborted(segment.txn_index.entries, fetch_offset, upper_bound, found):
+                break
+        return found
+
+    def append_aborted(self, txn: AbortedTxn) -> None:
+        """The producer state closed an aborted transaction: index it in the segment that
+        holds its marker."""
+        i = max(bisect.bisect_right(self._bases, txn.last_offset) - 1, 0)
+        self._segments[i].txn_index.append(txn)
+
+    def truncate_aborted(self, offset: int) -> None:
+        """Forget the aborted transactions whose markers are at or above `offset` (the
+        producer state replays them from there)."""
+        first = max(bisect.bisect_right(self._bases, offset) - 1, 0)
+        for segment in self._segments[first:]:
+            segment.txn_index.truncate_to(offset)
+
+    def _stored_marker(self, i: int, h: BatchHeader) -> EndTxnMarker | None:
+        """The marker of a stored control batch, read from its segment (replays only)."""
+        j = bisect.bisect_right(self._bases, h.base_offset) - 1
+        if j < 0:
+            return None
+        segment = self._segments[j]
+        found = segment.translate_offset(h.base_offset)
+        if found is None or found[1].base_offset != h.base_offset:
+            return None
+        try:
+            return read_end_txn_marker(segment.read_batch(found[0], found[1]), 0, found[1])
+        except CorruptRecordError as exc:
+            log.warning("%s-%d: unreadable transaction marker: %s", self.topic, self.partition, exc)
+            return None
+
     # -- truncation and retention ----------------------------------------------------------
 
     def truncate_to(self, offset: int) -> bool:
@@ -476,7 +559,9 @@ class Log:
         self._log_start_offset = min(self._log_start_offset, offset)
         self.leader_epoch_cache.truncate_from_end(offset)
         self.leader_epoch_cache.flush()
-        self.producer_state.truncate_to(offset, self._log_start_offset, self.batch_headers)
+        self.producer_state.truncate_to(
+            offset, self._log_start_offset, self.batch_headers, self._stored_marker
+        )
         if self.truncation_listener is not None:
             self.truncation_listener(self, offset)
         return True

@@ -6,12 +6,15 @@ the log end offset), as Kafka does.  The layout is Samsa's own: Kafka's snapshot
 each producer's last batch, these keep all five a producer may still retry, so a retry that
 crosses a restart is still recognised.
 
-    int16  version (1)
+    int16  version (2)
     uint32 CRC-32C of everything after it
     int32  producer count, then for each producer:
       int64 producer id, int16 epoch, int64 last timestamp, int8 batch count,
+      int64 first offset of its ongoing transaction (-1: none), int32 coordinator epoch,
       then for each batch (oldest first): int32 last sequence, int64 last offset,
       int32 offset delta, int64 timestamp
+
+Version 1 (written before transactions) lacks the two transaction fields and is still read.
 
 Writes go to `<name>.tmp` and are renamed into place, so a reader never sees a torn file
 under the final name; the fsync is the caller's choice (the roll path leaves it to the next
@@ -33,12 +36,14 @@ from samsa.log.producer_state import NUM_BATCHES_TO_RETAIN, BatchMetadata, Produ
 
 SNAPSHOT_SUFFIX = ".snapshot"
 SNAPSHOT_TMP_SUFFIX = SNAPSHOT_SUFFIX + ".tmp"
-SNAPSHOT_VERSION = 1
+SNAPSHOT_VERSION = 2
+_SNAPSHOT_VERSION_NO_TXN = 1
 
 _SNAPSHOT_FILE = re.compile(r"^(\d{20})\.snapshot$")
 _HEAD = struct.Struct(">hI")
 _COUNT = struct.Struct(">i")
 _PRODUCER = struct.Struct(">qhqb")
+_TXN = struct.Struct(">qi")
 _BATCH = struct.Struct(">iqiq")
 
 
@@ -79,6 +84,7 @@ def encode_snapshot(entries: Iterable[ProducerStateEntry]) -> bytes:
         body += _PRODUCER.pack(
             entry.producer_id, entry.producer_epoch, entry.last_timestamp, len(entry.batches)
         )
+        body += _TXN.pack(entry.current_txn_first_offset, entry.coordinator_epoch)
         for batch in entry.batches:
             body += _BATCH.pack(*batch)
     _COUNT.pack_into(body, 0, count)
@@ -89,7 +95,7 @@ def decode_snapshot(data: bytes, name: str = "snapshot") -> list[ProducerStateEn
     if len(data) < _HEAD.size + _COUNT.size:
         raise CorruptSnapshotError(f"{name}: {len(data)} bytes is too short for a snapshot")
     version, crc = _HEAD.unpack_from(data, 0)
-    if version != SNAPSHOT_VERSION:
+    if version not in (SNAPSHOT_VERSION, _SNAPSHOT_VERSION_NO_TXN):
         raise CorruptSnapshotError(f"{name}: unknown snapshot version {version}")
     body = memoryview(data)[_HEAD.size :]
     if crc32c.crc32c(body) != crc:
@@ -103,11 +109,24 @@ def decode_snapshot(data: bytes, name: str = "snapshot") -> list[ProducerStateEn
             pos += _PRODUCER.size
             if not 0 <= n <= NUM_BATCHES_TO_RETAIN:
                 raise CorruptSnapshotError(f"{name}: producer {producer_id} has {n} batches")
+            txn_first_offset, coordinator_epoch = -1, -1
+            if version == SNAPSHOT_VERSION:
+                txn_first_offset, coordinator_epoch = _TXN.unpack_from(body, pos)
+                pos += _TXN.size
             batches = []
             for _ in range(n):
                 batches.append(BatchMetadata(*_BATCH.unpack_from(body, pos)))
                 pos += _BATCH.size
-            entries.append(ProducerStateEntry(producer_id, epoch, batches, last_timestamp))
+            entries.append(
+                ProducerStateEntry(
+                    producer_id,
+                    epoch,
+                    batches,
+                    last_timestamp,
+                    txn_first_offset,
+                    coordinator_epoch,
+                )
+            )
     except struct.error as exc:
         raise CorruptSnapshotError(f"{name}: truncated: {exc}") from None
     if pos != len(body):

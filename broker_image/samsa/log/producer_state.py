@@ -14,6 +14,12 @@ writes anything, every batch of the request is checked against it:
 - a producer the partition has no state for (new, or expired) may start at any sequence
   (KIP-360, Kafka 2.5+): brokers no longer answer UNKNOWN_PRODUCER_ID on produce.
 
+Transactions (KIP-98): a producer's first transactional batch opens its ongoing transaction
+at that batch's offset; a non-transactional batch while one is open is INVALID_TXN_STATE.
+A transaction marker (a control batch, written by the leader for WriteTxnMarkers) closes it:
+an epoch older than the producer's is INVALID_PRODUCER_EPOCH, a coordinator epoch older
+than the last marker's is TRANSACTION_COORDINATOR_FENCED, and no sequence is checked.
+
 Replicated batches, and batches replayed from the log on recovery, update the state without
 these checks: the leader made them.  Pure logic: no I/O here (see producer_snapshot for the
 files, producer_state_manager for the whole partition).
@@ -55,6 +61,20 @@ class OutOfOrderSequenceError(KafkaApiError):
         super().__init__(ErrorCode.out_of_order_sequence_number, message)
 
 
+class InvalidTxnStateError(KafkaApiError):
+    """A non-transactional batch from a producer with a transaction open."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(ErrorCode.invalid_txn_state, message)
+
+
+class TransactionCoordinatorFencedError(KafkaApiError):
+    """A marker from a coordinator epoch older than the producer's last marker's."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(ErrorCode.transaction_coordinator_fenced, message)
+
+
 class InvalidProducerRecordError(KafkaApiError):
     """A batch with a producer id but no sequence number (Kafka's LogValidator rule)."""
 
@@ -66,6 +86,7 @@ class AppendOrigin(enum.Enum):
     """Who is appending decides how much is checked (Kafka's AppendOrigin)."""
 
     CLIENT = "client"  # a produce request to the leader: epoch and sequence checked
+    COORDINATOR = "coordinator"  # a transaction marker: epochs checked, no sequence
     REPLICATION = "replication"  # a follower, or recovery replaying the log: taken as is
 
 
@@ -103,10 +124,28 @@ class BatchMetadata(NamedTuple):
         return self.last_offset - self.offset_delta
 
 
-class ProducerStateEntry:
-    """One producer id's epoch and its last five batches, oldest first."""
+class CompletedTxn(NamedTuple):
+    """A transaction a marker just closed (Kafka's CompletedTxn): its first offset, the
+    marker's offset, and whether it was aborted."""
 
-    __slots__ = ("batches", "last_timestamp", "producer_epoch", "producer_id")
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    is_aborted: bool
+
+
+class ProducerStateEntry:
+    """One producer id's epoch, its last five batches (oldest first), the first offset of
+    its ongoing transaction (-1: none) and the coordinator epoch of its last marker."""
+
+    __slots__ = (
+        "batches",
+        "coordinator_epoch",
+        "current_txn_first_offset",
+        "last_timestamp",
+        "producer_epoch",
+        "producer_id",
+    )
 
     def __init__(
         self,
@@ -114,11 +153,15 @@ class ProducerStateEntry:
         producer_epoch: int = NO_PRODUCER_EPOCH,
         batches: Iterable[BatchMetadata] = (),
         last_timestamp: int = NO_TIMESTAMP,
+        current_txn_first_offset: int = -1,
+        coordinator_epoch: int = -1,
     ) -> None:
         self.producer_id = producer_id
         self.producer_epoch = producer_epoch
         self.batches: deque[BatchMetadata] = deque(batches, maxlen=NUM_BATCHES_TO_RETAIN)
         self.last_timestamp = last_timestamp
+        self.current_txn_first_offset = current_txn_first_offset
+        self.coordinator_epoch = coordinator_epoch
 
     @property
     def is_empty(self) -> bool:
@@ -156,6 +199,8 @@ class ProducerStateEntry:
         self.maybe_update_producer_epoch(other.producer_epoch)
         self.batches.extend(other.batches)
         self.last_timestamp = other.last_timestamp
+        self.current_txn_first_offset = other.current_txn_first_offset
+        self.coordinator_epoch = other.coordinator_epoch
 
     def find_duplicate_batch(
         self, producer_epoch: int, first_seq: int, last_seq: int
@@ -170,7 +215,12 @@ class ProducerStateEntry:
 
     def copy(self) -> ProducerStateEntry:
         return ProducerStateEntry(
-            self.producer_id, self.producer_epoch, self.batches, self.last_timestamp
+            self.producer_id,
+            self.producer_epoch,
+            self.batches,
+            self.last_timestamp,
+            self.current_txn_first_offset,
+            self.coordinator_epoch,
         )
 
     def __eq__(self, other: object) -> bool:
@@ -181,13 +231,17 @@ class ProducerStateEntry:
             and self.producer_epoch == other.producer_epoch
             and list(self.batches) == list(other.batches)
             and self.last_timestamp == other.last_timestamp
+            and self.current_txn_first_offset == other.current_txn_first_offset
+            and self.coordinator_epoch == other.coordinator_epoch
         )
 
     def __repr__(self) -> str:
         return (
             f"ProducerStateEntry(producer_id={self.producer_id}, "
             f"epoch={self.producer_epoch}, batches={list(self.batches)}, "
-            f"last_timestamp={self.last_timestamp})"
+            f"last_timestamp={self.last_timestamp}, "
+            f"txn_first_offset={self.current_txn_first_offset}, "
+            f"coordinator_epoch={self.coordinator_epoch})"
         )
 
 
@@ -197,7 +251,14 @@ class ProducerAppendInfo:
     Checks chain: a request's second batch from a producer must follow its first.
     """
 
-    __slots__ = ("current_entry", "origin", "producer_id", "topic_partition", "updated_entry")
+    __slots__ = (
+        "current_entry",
+        "origin",
+        "producer_id",
+        "started_txn",
+        "topic_partition",
+        "updated_entry",
+    )
 
     def __init__(
         self,
@@ -211,8 +272,15 @@ class ProducerAppendInfo:
         self.current_entry = current_entry
         self.origin = origin
         self.updated_entry = ProducerStateEntry(
-            producer_id, current_entry.producer_epoch, (), current_entry.last_timestamp
+            producer_id,
+            current_entry.producer_epoch,
+            (),
+            current_entry.last_timestamp,
+            current_entry.current_txn_first_offset,
+            current_entry.coordinator_epoch,
         )
+        # The first offset of a transaction this append opened (-1: none).
+        self.started_txn = -1
 
     def append_data_batch(
         self,
@@ -222,14 +290,58 @@ class ProducerAppendInfo:
         last_timestamp: int,
         first_offset: int,
         last_offset: int,
+        is_transactional: bool = False,
     ) -> None:
         """Check one batch (origin CLIENT) and add it to the pending update."""
         self._check_producer_epoch(producer_epoch, first_offset)
         if self.origin is AppendOrigin.CLIENT:
             self._check_sequence(producer_epoch, first_seq, first_offset)
-        self.updated_entry.add_batch(
+        updated = self.updated_entry
+        updated.add_batch(
             producer_epoch, last_seq, last_offset, last_offset - first_offset, last_timestamp
         )
+        if updated.current_txn_first_offset >= 0 and not is_transactional:
+            if self.origin is not AppendOrigin.REPLICATION:
+                raise InvalidTxnStateError(
+                    f"Expected transactional write from producer {self.producer_id} at "
+                    f"offset {first_offset} in partition {self.topic_partition}"
+                )
+        elif updated.current_txn_first_offset < 0 and is_transactional:
+            updated.current_txn_first_offset = first_offset
+            self.started_txn = first_offset
+
+    def append_end_txn_marker(
+        self,
+        committed: bool,
+        coordinator_epoch: int,
+        producer_epoch: int,
+        offset: int,
+        timestamp: int,
+    ) -> CompletedTxn | None:
+        """A marker at `offset`: closes the ongoing transaction, if any (Kafka answers a
+        marker for a producer with none, and records no completed transaction for it)."""
+        self._check_producer_epoch(producer_epoch, offset)
+        updated = self.updated_entry
+        if updated.coordinator_epoch > coordinator_epoch:
+            message = (
+                f"Invalid coordinator epoch for producerId {self.producer_id} at offset "
+                f"{offset} in partition {self.topic_partition}: {coordinator_epoch} (zombie), "
+                f"{updated.coordinator_epoch} (current)"
+            )
+            if self.origin is not AppendOrigin.REPLICATION:
+                raise TransactionCoordinatorFencedError(message)
+            log.info("%s", message)
+        completed = None
+        if updated.current_txn_first_offset >= 0:
+            completed = CompletedTxn(
+                self.producer_id, updated.current_txn_first_offset, offset, not committed
+            )
+        updated.maybe_update_producer_epoch(producer_epoch)
+        updated.current_txn_first_offset = -1
+        updated.coordinator_epoch = coordinator_epoch
+        updated.last_timestamp = timestamp
+        self.started_txn = -1
+        return completed
 
     def _check_producer_epoch(self, producer_epoch: int, offset: int) -> None:
         current = self.updated_entry.producer_epoch
@@ -278,11 +390,14 @@ __all__ = [
     "NUM_BATCHES_TO_RETAIN",
     "AppendOrigin",
     "BatchMetadata",
+    "CompletedTxn",
     "InvalidProducerEpochError",
     "InvalidProducerRecordError",
+    "InvalidTxnStateError",
     "OutOfOrderSequenceError",
     "ProducerAppendInfo",
     "ProducerStateEntry",
+    "TransactionCoordinatorFencedError",
     "decrement_sequence",
     "in_sequence",
     "increment_sequence",

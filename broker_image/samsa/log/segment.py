@@ -20,6 +20,7 @@ import crc32c
 from samsa.config.topic import LogConfig
 from samsa.log.index import OffsetIndex, TimeIndex
 from samsa.log.info import FetchDataInfo
+from samsa.log.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 from samsa.protocol.fileregion import FileRegion
 from samsa.protocol.records import (
     ATTRIBUTES_OFFSET,
@@ -85,6 +86,10 @@ class LogSegment:
             base_offset,
             config.segment_index_bytes,
         )
+        # Aborted transactions whose markers are in this segment (read_committed fetches).
+        self.txn_index = TransactionIndex(
+            dir / (file_stem(base_offset) + TXN_INDEX_SUFFIX + suffix), load=size > 0
+        )
         self._fd = fd
         self._size = size
         self.created_ms = created_ms
@@ -114,6 +119,7 @@ class LogSegment:
         segment = cls(dir, base_offset, fd, 0, config, now_ms, suffix)
         segment.offset_index.create()
         segment.time_index.create()
+        segment.txn_index.reset()
         segment._dirty = True
         return segment
 
@@ -459,6 +465,7 @@ class LogSegment:
         position, h = found
         self.offset_index.truncate_to(h.base_offset)
         self.time_index.truncate_to(h.base_offset)
+        self.txn_index.truncate_to(h.base_offset)
         dropped = self._size - position
         os.ftruncate(self._fd, position)
         self._size = position
@@ -476,6 +483,7 @@ class LogSegment:
         for index in (self.offset_index, self.time_index):
             index.flush(fsync=True)
             index.fsync()
+        self.txn_index.flush()
 
     def close(self) -> None:
         """Trim the indexes and close the file (no fsync: flush first for durability)."""
@@ -496,7 +504,7 @@ class LogSegment:
     def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
         """Rename the .log (first) and both index files from one suffix to another (Kafka's
         changeFileSuffixes: how the cleaner moves a segment from `.cleaned` to `.swap` to
-        live).  Open descriptors and maps follow the files."""
+        live), and the txnindex after them.  Open descriptors and maps follow the files."""
         for holder, attr in (
             (self, "log_path"),
             (self.offset_index, "path"),
@@ -511,6 +519,10 @@ class LogSegment:
             target = path.with_name(name + new_suffix)
             os.replace(path, target)
             setattr(holder, attr, target)
+        txn = self.txn_index.path.name
+        if old_suffix:
+            txn = txn[: -len(old_suffix)]
+        self.txn_index.rename(self.txn_index.path.with_name(txn + new_suffix))
 
     def delete(self) -> None:
         """Close, rename every file to .deleted, then remove them."""
@@ -521,6 +533,7 @@ class LogSegment:
                 os.replace(path, str(path) + DELETED_SUFFIX)
         for path in paths:
             Path(str(path) + DELETED_SUFFIX).unlink(missing_ok=True)
+        self.txn_index.delete()
 
     # -- internals -------------------------------------------------------------------------
 

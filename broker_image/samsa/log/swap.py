@@ -27,6 +27,7 @@ from samsa.log.segment import (
     TIME_INDEX_SUFFIX,
     LogSegment,
 )
+from samsa.log.txn_index import TXN_INDEX_SUFFIX
 from samsa.protocol.records import BATCH_HEADER_SIZE, MIN_BATCH_LENGTH, read_batch_header
 
 if TYPE_CHECKING:
@@ -36,7 +37,7 @@ log = logging.getLogger(__name__)
 
 CrashHook = Callable[[str], None]
 
-_SEGMENT_FILE = re.compile(r"^(\d{20})(\.log|\.index|\.timeindex)$")
+_SEGMENT_FILE = re.compile(r"^(\d{20})(\.log|\.index|\.timeindex|\.txnindex)$")
 _LOG_SWAP = re.compile(r"^(\d{20})\.log\.swap$")
 
 
@@ -86,7 +87,13 @@ def discard_cleaned(segment: LogSegment) -> None:
         log.error("swapping %s in failed after it was committed", segment.log_path)
         return
     segment.close_handles()
-    for path in (segment.log_path, segment.offset_index.path, segment.time_index.path):
+    paths = (
+        segment.log_path,
+        segment.offset_index.path,
+        segment.time_index.path,
+        segment.txn_index.path,
+    )
+    for path in paths:
         if path.name.endswith(CLEANED_SUFFIX):
             path.unlink(missing_ok=True)
 
@@ -132,7 +139,10 @@ def complete_interrupted_swaps(dir: Path) -> None:
         log.warning("completing interrupted swap: renaming %s to %s", swap, final.name)
         os.replace(swap, final)
     for name in names:
-        if name.endswith((INDEX_SUFFIX + SWAP_SUFFIX, TIME_INDEX_SUFFIX + SWAP_SUFFIX)):
+        if name.endswith(TXN_INDEX_SUFFIX + SWAP_SUFFIX):
+            # Aborted transactions cannot be rebuilt from the log below the recovery point.
+            os.replace(dir / name, dir / name[: -len(SWAP_SUFFIX)])
+        elif name.endswith((INDEX_SUFFIX + SWAP_SUFFIX, TIME_INDEX_SUFFIX + SWAP_SUFFIX)):
             # The log it indexes was swapped in above (or never was): rebuild from the log.
             (dir / name).unlink(missing_ok=True)
     if any(_LOG_SWAP.match(n) for n in names):

@@ -5,6 +5,9 @@ kio-style dataclasses so that kio's generic reader and writer serve them like ev
 API.  One flexible version of each, laid out as Apache Kafka 3.x lays out that version
 (LeaderAndIsr v6, StopReplica v3, UpdateMetadata v7, ControlledShutdown v3); only Samsa
 brokers send them to each other, so no older version is needed.
+
+Also WriteTxnMarkers (27) v0, the non-flexible version Kafka 3.9 still accepts (Kafka 4
+removed it, and kio with it); v1 is kio's.
 """
 
 import uuid
@@ -12,7 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from kio.schema.errors import ErrorCode
+from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.schema.request_header.v2.header import RequestHeader
+from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
 from kio.schema.response_header.v1.header import ResponseHeader
 from kio.static.constants import EntityType
 from kio.static.primitive import i8, i16, i32, i64
@@ -21,6 +26,7 @@ LEADER_AND_ISR = 4
 STOP_REPLICA = 5
 UPDATE_METADATA = 6
 CONTROLLED_SHUTDOWN = 7
+WRITE_TXN_MARKERS = 27
 
 LEADER_AND_ISR_VERSION = 6
 STOP_REPLICA_VERSION = 3
@@ -312,15 +318,98 @@ class ControlledShutdownResponse:
     remaining_partitions: tuple[RemainingPartition, ...]
 
 
+# ---------------------------------------------------------------- WriteTxnMarkers (27) v0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WritableTxnMarkerTopicV0:
+    __type__: ClassVar = EntityType.nested
+    __version__: ClassVar[i16] = i16(0)
+    __flexible__: ClassVar[bool] = False
+    __api_key__: ClassVar[i16] = i16(WRITE_TXN_MARKERS)
+    __header_schema__: ClassVar[type[RequestHeaderV1]] = RequestHeaderV1
+    name: str = field(metadata=_STR)
+    partition_indexes: tuple[i32, ...] = field(metadata=_I32, default=())
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WritableTxnMarkerV0:
+    __type__: ClassVar = EntityType.nested
+    __version__: ClassVar[i16] = i16(0)
+    __flexible__: ClassVar[bool] = False
+    __api_key__: ClassVar[i16] = i16(WRITE_TXN_MARKERS)
+    __header_schema__: ClassVar[type[RequestHeaderV1]] = RequestHeaderV1
+    producer_id: i64 = field(metadata=_I64)
+    producer_epoch: i16 = field(metadata=_I16)
+    transaction_result: bool = field(metadata=_BOOL)
+    topics: tuple[WritableTxnMarkerTopicV0, ...]
+    coordinator_epoch: i32 = field(metadata=_I32)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WriteTxnMarkersRequestV0:
+    __type__: ClassVar = EntityType.request
+    __version__: ClassVar[i16] = i16(0)
+    __flexible__: ClassVar[bool] = False
+    __api_key__: ClassVar[i16] = i16(WRITE_TXN_MARKERS)
+    __header_schema__: ClassVar[type[RequestHeaderV1]] = RequestHeaderV1
+    markers: tuple[WritableTxnMarkerV0, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WritableTxnMarkerPartitionResultV0:
+    __type__: ClassVar = EntityType.nested
+    __version__: ClassVar[i16] = i16(0)
+    __flexible__: ClassVar[bool] = False
+    __api_key__: ClassVar[i16] = i16(WRITE_TXN_MARKERS)
+    __header_schema__: ClassVar[type[ResponseHeaderV0]] = ResponseHeaderV0
+    partition_index: i32 = field(metadata=_I32)
+    error_code: ErrorCode = field(metadata=_ERR)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WritableTxnMarkerTopicResultV0:
+    __type__: ClassVar = EntityType.nested
+    __version__: ClassVar[i16] = i16(0)
+    __flexible__: ClassVar[bool] = False
+    __api_key__: ClassVar[i16] = i16(WRITE_TXN_MARKERS)
+    __header_schema__: ClassVar[type[ResponseHeaderV0]] = ResponseHeaderV0
+    name: str = field(metadata=_STR)
+    partitions: tuple[WritableTxnMarkerPartitionResultV0, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WritableTxnMarkerResultV0:
+    __type__: ClassVar = EntityType.nested
+    __version__: ClassVar[i16] = i16(0)
+    __flexible__: ClassVar[bool] = False
+    __api_key__: ClassVar[i16] = i16(WRITE_TXN_MARKERS)
+    __header_schema__: ClassVar[type[ResponseHeaderV0]] = ResponseHeaderV0
+    producer_id: i64 = field(metadata=_I64)
+    topics: tuple[WritableTxnMarkerTopicResultV0, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WriteTxnMarkersResponseV0:
+    __type__: ClassVar = EntityType.response
+    __version__: ClassVar[i16] = i16(0)
+    __flexible__: ClassVar[bool] = False
+    __api_key__: ClassVar[i16] = i16(WRITE_TXN_MARKERS)
+    __header_schema__: ClassVar[type[ResponseHeaderV0]] = ResponseHeaderV0
+    markers: tuple[WritableTxnMarkerResultV0, ...]
+
+
 REQUESTS: dict[tuple[int, int], Any] = {
     (LEADER_AND_ISR, LEADER_AND_ISR_VERSION): LeaderAndIsrRequest,
     (STOP_REPLICA, STOP_REPLICA_VERSION): StopReplicaRequest,
     (UPDATE_METADATA, UPDATE_METADATA_VERSION): UpdateMetadataRequest,
     (CONTROLLED_SHUTDOWN, CONTROLLED_SHUTDOWN_VERSION): ControlledShutdownRequest,
+    (WRITE_TXN_MARKERS, 0): WriteTxnMarkersRequestV0,
 }
 RESPONSES: dict[tuple[int, int], Any] = {
     (LEADER_AND_ISR, LEADER_AND_ISR_VERSION): LeaderAndIsrResponse,
     (STOP_REPLICA, STOP_REPLICA_VERSION): StopReplicaResponse,
     (UPDATE_METADATA, UPDATE_METADATA_VERSION): UpdateMetadataResponse,
     (CONTROLLED_SHUTDOWN, CONTROLLED_SHUTDOWN_VERSION): ControlledShutdownResponse,
+    (WRITE_TXN_MARKERS, 0): WriteTxnMarkersResponseV0,
 }

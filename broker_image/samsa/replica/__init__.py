@@ -6,6 +6,7 @@ from samsa.replica.manager import (
     FetchPartitionResponse,
     LeaderAndIsrPartition,
     ReplicaManager,
+    TxnMarker,
 )
 from samsa.replica.partition import Partition, ProducePartitionResponse
 
@@ -17,4 +18,5 @@ __all__ = [
     "Partition",
     "ProducePartitionResponse",
     "ReplicaManager",
+    "TxnMarker",
 ]

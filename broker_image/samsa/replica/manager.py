@@ -12,8 +12,10 @@ from dataclasses import dataclass
 
 from samsa.config import LogConfig
 from samsa.log import LogManager, OffsetOutOfRangeError
+from samsa.log.producer_state import AppendOrigin
 from samsa.metadata.model import PartitionState, TopicPartition
 from samsa.metadata.names import is_internal
+from samsa.protocol.control import build_end_txn_marker
 from samsa.protocol.errors import ErrorCode, KafkaApiError
 from samsa.protocol.fileregion import FileRegion
 from samsa.protocol.record_filter import first_keyless_record
@@ -22,6 +24,7 @@ from samsa.protocol.records import (
     CorruptRecordError,
     InvalidRecordError,
     RecordTooLargeError,
+    read_batch_header,
     scan_batches,
     validate_batches,
 )
@@ -31,6 +34,8 @@ from samsa.replica.partition import AlterIsr, Partition, ProducePartitionRespons
 from samsa.replica.stages import StageClock
 
 log = logging.getLogger(__name__)
+
+GROUP_METADATA_TOPIC = "__consumer_offsets"
 
 # Timestamp sentinels of ListOffsets.
 LATEST_TIMESTAMP = -1
@@ -62,6 +67,17 @@ class FetchPartitionResponse:
     messages: int = 0  # records in the batches returned (the first batch counts whole)
     # A follower learns a high watermark it was not sent yet.
     high_watermark_news: bool = False
+
+
+@dataclass(slots=True)
+class TxnMarker:
+    """One marker of a WriteTxnMarkers request: end a producer's transaction on partitions."""
+
+    producer_id: int
+    producer_epoch: int
+    committed: bool
+    coordinator_epoch: int
+    partitions: list[TopicPartition]
 
 
 @dataclass(slots=True)
@@ -129,6 +145,12 @@ class ReplicaManager:
         # gets NOT_LEADER_OR_FOLLOWER (the client's metadata is stale), as in Kafka.
         self.partition_known: Callable[[TopicPartition], bool] = lambda tp: False
         self.broker_alive: Callable[[int], bool] = lambda broker_id: True
+        # The group coordinator's seam: a transaction marker reached the ISR of a
+        # __consumer_offsets partition, so that producer's pending transactional offsets
+        # become committed (True) or are dropped (False).
+        self.on_txn_marker: Callable[[TopicPartition, int, bool], None] = (
+            lambda tp, producer_id, committed: None
+        )
 
     # leadership
 
@@ -377,6 +399,92 @@ class ReplicaManager:
             if required_acks == -1 and partition.high_watermark < required
             else -1,
         )
+
+    # transaction markers
+
+    def append_txn_marker(
+        self,
+        tp: TopicPartition,
+        producer_id: int,
+        producer_epoch: int,
+        committed: bool,
+        coordinator_epoch: int,
+    ) -> ProducePartitionResponse:
+        """Append the control batch that ends a producer's transaction, as leader; like
+        acks=all, the answer waits for the ISR (``wait_for_acks``).  A partition this broker
+        does not host is UNKNOWN_TOPIC_OR_PARTITION (Kafka's getMagic check)."""
+        partition = self.partitions.get(tp)
+        if partition is None:
+            return ProducePartitionResponse(error_code=ErrorCode.unknown_topic_or_partition.value)
+        try:
+            if not partition.is_leader:
+                raise KafkaApiError(ErrorCode.not_leader_or_follower)
+            records = build_end_txn_marker(
+                producer_id, producer_epoch, committed, coordinator_epoch, self.now_ms()
+            )
+            info = partition.append_records_to_leader(
+                records,
+                [read_batch_header(records)],
+                -1,
+                partition.log.config.min_insync_replicas,
+                AppendOrigin.COORDINATOR,
+            )
+        except KafkaApiError as exc:
+            return ProducePartitionResponse(error_code=exc.code.value, error_message=exc.message)
+        except OSError as exc:
+            log.error("append to %s failed: %s", tp, exc)
+            return ProducePartitionResponse(
+                error_code=ErrorCode.kafka_storage_error.value, error_message=str(exc)
+            )
+        self.on_append(tp, info.num_messages, info.valid_bytes)
+        required = info.last_offset + 1
+        return ProducePartitionResponse(
+            base_offset=info.first_offset,
+            log_start_offset=info.log_start_offset,
+            required_offset=required if partition.high_watermark < required else -1,
+        )
+
+    async def write_txn_markers(
+        self, markers: list[TxnMarker], timeout_s: float
+    ) -> list[dict[TopicPartition, ErrorCode]]:
+        """WriteTxnMarkers: append every marker, then answer each partition once its ISR has
+        the marker (or with the error).  Markers that reached a __consumer_offsets partition
+        are handed to ``on_txn_marker``."""
+        appended: list[dict[TopicPartition, ProducePartitionResponse]] = []
+        for marker in markers:
+            appended.append(
+                {
+                    tp: self.append_txn_marker(
+                        tp,
+                        marker.producer_id,
+                        marker.producer_epoch,
+                        marker.committed,
+                        marker.coordinator_epoch,
+                    )
+                    for tp in marker.partitions
+                }
+            )
+        await asyncio.gather(
+            *(
+                self.wait_for_acks(tp, r, timeout_s)
+                for results in appended
+                for tp, r in results.items()
+            )
+        )
+        answers: list[dict[TopicPartition, ErrorCode]] = []
+        for marker, results in zip(markers, appended, strict=True):
+            codes: dict[TopicPartition, ErrorCode] = {}
+            for tp, r in results.items():
+                code = ErrorCode(r.error_code)
+                if code is ErrorCode.none and tp.topic == GROUP_METADATA_TOPIC:
+                    try:
+                        self.on_txn_marker(tp, marker.producer_id, marker.committed)
+                    except Exception:
+                        log.exception("completing transactional offsets on %s failed", tp)
+                        code = ErrorCode.unknown_server_error
+                codes[tp] = code
+            answers.append(codes)
+        return answers
 
     async def wait_for_acks(
         self, tp: TopicPartition, response: ProducePartitionResponse, timeout_s: float

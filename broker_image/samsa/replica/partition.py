@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from time import perf_counter
 
 from samsa.log import Log, LogAppendInfo
+from samsa.log.producer_state import AppendOrigin
 from samsa.metadata.model import PartitionState, TopicPartition
 from samsa.protocol.errors import ErrorCode, KafkaApiError
 from samsa.protocol.records import BatchHeader
@@ -198,6 +199,7 @@ class Partition:
         headers: list[BatchHeader],
         required_acks: int,
         min_insync_replicas: int,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> LogAppendInfo:
         if not self.is_leader:
             raise KafkaApiError(ErrorCode.not_leader_or_follower)
@@ -207,7 +209,7 @@ class Partition:
                 f"The in-sync replicas of {self.tp} ({len(self.isr)}) are fewer than "
                 f"min.insync.replicas ({min_insync_replicas})",
             )
-        info = self.log.append_as_leader(records, self.leader_epoch, headers)
+        info = self.log.append_as_leader(records, self.leader_epoch, headers, origin)
         if self.stages.sink is not None:
             self.appended.appended(info.last_offset + 1, perf_counter())
         self._on_data(self.tp, False)  # followers may fetch it

@@ -331,6 +331,7 @@ def test_produce_error_codes_of_idempotent_batches(tmp_path: Path) -> None:
             assert produce(batch(0, epoch=1)) == (NONE, 4)
             assert produce(batch(4, epoch=0))[0] == INVALID_PRODUCER_EPOCH
             assert produce(batch(-1, pid=78))[0] == INVALID_RECORD
+            # Transactional batches need a transactional id in the request (and WRITE on it).
             assert produce(batch(4, transactional=True))[0] == TRANSACTIONAL_ID_AUTHORIZATION_FAILED
             # A producer this partition does not know may start anywhere (KIP-360).
             assert produce(batch(1000, pid=79)) == (NONE, 6)

@@ -160,13 +160,13 @@ def test_batches_without_a_producer_id_are_ignored(leader: Leader) -> None:
     assert leader.state.map_end_offset == 1
 
 
-def test_clients_may_not_write_transactional_or_control_batches(leader: Leader) -> None:
+def test_clients_may_not_write_control_batches(leader: Leader) -> None:
     leader.append(header(0))
     with pytest.raises(KafkaApiError) as exc:
-        leader.append(header(1, attributes=TRANSACTIONAL_MASK))
-    assert exc.value.code is ErrorCode.transactional_id_authorization_failed
-    with pytest.raises(KafkaApiError) as exc:
         leader.append(header(-1, pid=-1, epoch=-1, attributes=CONTROL_MASK))
+    assert exc.value.code is ErrorCode.invalid_record
+    with pytest.raises(KafkaApiError) as exc:
+        leader.append(header(-1, attributes=CONTROL_MASK | TRANSACTIONAL_MASK))
     assert exc.value.code is ErrorCode.invalid_record
     assert leader.end == 1
 
