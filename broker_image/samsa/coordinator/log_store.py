@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from typing import Any, NamedTuple
+from typing import Any
 
 from samsa.coordinator.config import GROUP_METADATA_TOPIC_NAME
-from samsa.coordinator.store import Record
+from samsa.coordinator.store import Record, TxnMarker, TxnRecord
+from samsa.log.producer_state import AppendOrigin
 from samsa.metadata.model import TopicPartition
 from samsa.protocol.errors import ErrorCode, KafkaApiError
 from samsa.protocol.records import build_batch, decode_records, scan_batches
@@ -54,30 +55,15 @@ class LogGroupStore:
             transactional=producer_id >= 0,
         )
         tp = TopicPartition(self.topic, partition)
-        result = self.replica_manager.append_records(tp, batch, -1, 0)
+        # A transactional batch's sequence is not the producer's: Kafka appends it as the
+        # coordinator, checking only the epoch (a fenced producer's commit is refused).
+        origin = AppendOrigin.COORDINATOR if producer_id >= 0 else AppendOrigin.CLIENT
+        result = self.replica_manager.append_records(tp, batch, -1, 0, origin)
         # Durable means on every in-sync replica: a commit acknowledged before that could be
         # lost with this broker.
         await self.replica_manager.wait_for_acks(tp, result, self.timeout_s)
         if result.error_code:
             raise KafkaApiError(ErrorCode(result.error_code), result.error_message)
-
-
-class TxnRecord(NamedTuple):
-    """A record of a transactional batch: the producer it belongs to until its marker."""
-
-    producer_id: int
-    key: bytes
-    value: bytes | None
-
-
-class TxnMarker(NamedTuple):
-    """A control batch: the producer's transaction ends, committed or aborted."""
-
-    producer_id: int
-    committed: bool
-
-
-ReplayItem = Record | TxnRecord | TxnMarker
 
 
 def replay(

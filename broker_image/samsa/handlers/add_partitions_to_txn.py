@@ -94,5 +94,7 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
             t.topics,
             verify_only=t.verify_only,
         )
-        results.append({"transactional_id": t.transactional_id, "topic_results": _topics_result(codes)})
+        results.append(
+            {"transactional_id": t.transactional_id, "topic_results": _topics_result(codes)}
+        )
     return {"throttle_time": 0, "error_code": ErrorCode.none, "results_by_transaction": results}

@@ -204,6 +204,11 @@ async def ensure_transaction_state_topic(services: BrokerServices) -> None:
     than the replication factor asks."""
     config = services.dynamic_config()
     rf = config["transaction.state.log.replication.factor"]
+    configs = transaction_state_topic_configs(config)
+    if services.controller is None:
+        # Standalone: one broker holds everything.
+        rf = 1
+        configs["min.insync.replicas"] = "1"
     live = len(services.cache.brokers())
     if live < rf:
         raise KafkaApiError(
@@ -219,7 +224,7 @@ async def ensure_transaction_state_topic(services: BrokerServices) -> None:
         services.cache.brokers(), config["transaction.state.log.num.partitions"], rf
     )
     with contextlib.suppress(Exception):
-        await create_topic(services, name, plan, transaction_state_topic_configs(config))
+        await create_topic(services, name, plan, configs)
 
 
 def transaction_state_topic_configs(config: Any) -> dict[str, str]:
