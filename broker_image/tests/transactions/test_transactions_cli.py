@@ -1,0 +1,94 @@
+"""`samsa transactions list|describe|abort` against a standalone broker with a real
+transactional producer (confluent-kafka) holding a transaction open."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+from kafka_support import wait_until
+from typer.testing import CliRunner
+
+from samsa.cli.main import register_tools
+from samsa.testing import InProcessBroker
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def samsa(broker: InProcessBroker, *args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(register_tools(), [*args, "-b", broker.bootstrap_servers])
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return result.exit_code, result.output
+
+
+def test_list_describe_and_abort_a_hanging_transaction(broker: InProcessBroker) -> None:
+    topic = f"cli-{uuid.uuid4().hex[:8]}"
+    txn_id = f"cli-tx-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    p = Producer({"bootstrap.servers": broker.bootstrap_servers, "transactional.id": txn_id})
+    p.init_transactions(30)
+    p.begin_transaction()
+    p.produce(topic, b"hanging", partition=0)
+    p.flush(30)
+
+    code, out = samsa(broker, "transactions", "list", "-o", "json")
+    assert code == 0, out
+    rows = {r["transactional_id"]: r for r in json.loads(out)}
+    assert rows[txn_id]["state"] == "Ongoing"
+
+    code, out = samsa(broker, "transactions", "describe", txn_id, "-o", "json")
+    assert code == 0, out
+    info = json.loads(out)
+    assert info["state"] == "Ongoing" and info["partitions"] == [f"{topic}-0"]
+    assert info["producer_epoch"] == 0
+
+    code, out = samsa(
+        broker,
+        "transactions",
+        "abort",
+        "--topic",
+        topic,
+        "--partition",
+        "0",
+        "--producer-id",
+        str(info["producer_id"]),
+        "--producer-epoch",
+        str(info["producer_epoch"]),
+        "--coordinator-epoch",
+        "0",
+    )
+    assert code == 0, out
+    # The partition's last stable offset moved past the hanging transaction: a read_committed
+    # consumer reaches the end without the aborted record.
+    consumer = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap_servers,
+            "group.id": f"g-{uuid.uuid4().hex[:6]}",
+            "auto.offset.reset": "earliest",
+            "isolation.level": "read_committed",
+            "enable.partition.eof": True,
+        }
+    )
+    consumer.subscribe([topic])
+    seen: list[bytes] = []
+
+    def at_end() -> bool:
+        msg = consumer.poll(0.5)
+        if msg is None:
+            return False
+        if msg.error():
+            return bool(msg.error().code() == KafkaError._PARTITION_EOF)
+        seen.append(msg.value())
+        return False
+
+    wait_until(at_end, timeout=20)
+    consumer.close()
+    assert seen == []
+
+    code, out = samsa(broker, "transactions", "describe", "no-such-id")
+    assert code != 0 and "TRANSACTIONAL_ID_NOT_FOUND" in out
