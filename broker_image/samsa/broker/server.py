@@ -487,17 +487,18 @@ class KafkaServer:
         cleaner = LogCleaner(
             self.log_manager,
             CleanerConfig.from_properties(self.dynamic_config().values),
-            last_stable=self._high_watermark,
+            last_stable=self._last_stable_offset,
             crash_hook=crash_hook_from_env(),
         )
         if cleaner.config.enable:
             cleaner.start()
         return cleaner
 
-    def _high_watermark(self, topic: str, partition: int) -> int | None:
+    def _last_stable_offset(self, topic: str, partition: int) -> int | None:
+        # Compaction stops at the LSO: an open transaction's records may yet be aborted.
         assert self.replica_manager is not None
         hosted = self.replica_manager.get_partition(TopicPartition(topic, partition))
-        return hosted.high_watermark if hosted is not None else None
+        return hosted.last_stable_offset if hosted is not None else None
 
     def _partition_exists(self, topic: str, partition: int) -> bool:
         assert self.cache is not None

@@ -61,22 +61,40 @@ DIFFERENCES: tuple[Difference, ...] = (
     ),
     Difference(
         api="Produce, InitProducerId, FindCoordinator",
-        what="No transactions.",
+        what="No transaction coordinator yet.",
         why=(
-            "Produce and InitProducerId requests with a transactional id, transactional "
-            "batches, and FindCoordinator for a transaction coordinator get "
-            "TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which clients report as fatal. "
-            "`isolation.level=read_committed` reads up to the high watermark."
+            "InitProducerId with a transactional id and FindCoordinator for a transaction "
+            "coordinator get TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which clients report as "
+            "fatal, so transactional producers cannot start. The partitions' side of "
+            "transactions is there (see the next entry)."
         ),
         checks=(
             "api_versions.add_partitions_to_txn",
             "api_versions.add_offsets_to_txn",
             "api_versions.end_txn",
-            "api_versions.write_txn_markers",
             "api_versions.txn_offset_commit",
             "api_versions.describe_transactions",
             "api_versions.list_transactions",
             "api_versions.describe_producers",
+        ),
+    ),
+    Difference(
+        api="Produce, WriteTxnMarkers, Fetch, ListOffsets",
+        what="Transactions on the partitions, as Kafka 3.9 with two differences.",
+        why=(
+            "Transactional batches are accepted from a request whose transactional id the "
+            "principal may WRITE (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED); a plain batch "
+            "from a producer with a transaction open is INVALID_TXN_STATE, an old epoch "
+            "INVALID_PRODUCER_EPOCH. WriteTxnMarkers appends commit and abort markers as "
+            "leader and answers once the ISR has them; the last stable offset (the first "
+            "offset of the earliest open transaction, held until its marker is below the "
+            "high watermark) bounds read_committed Fetch and ListOffsets, and read_committed "
+            "fetches carry the aborted transactions from the `.txnindex` files, which are "
+            "rebuilt on recovery. Differences: a transactional Produce is not checked with "
+            "the coordinator (Kafka 3.6+'s transaction.partition.verification.enable, "
+            "KIP-890), and the log cleaner removes aborted records but keeps every marker, "
+            "where Kafka drops a marker once its transaction's records are gone and "
+            "delete.retention.ms has passed."
         ),
     ),
     Difference(

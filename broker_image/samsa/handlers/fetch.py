@@ -173,6 +173,7 @@ def _encode(
                 r.last_stable_offset,
                 r.log_start_offset,
                 r.records,
+                r.aborted_transactions,
             )
         )
     return encode_fetch_response(ctx.version, ctx.header.correlation_id, topics)

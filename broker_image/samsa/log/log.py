@@ -496,8 +496,13 @@ class Log:
     # -- transactions ----------------------------------------------------------------------
 
     def last_stable_offset(self, high_watermark: int) -> int:
-        """min(first offset of the transactions not complete and replicated, high watermark)."""
-        return self.producer_state.last_stable_offset(high_watermark)
+        """min(first offset of the transactions not complete and replicated, high watermark),
+        never below the log start offset (retention may pass an open transaction's start, as
+        Kafka's updateFirstUnstableOffset allows)."""
+        lso = self.producer_state.last_stable_offset(high_watermark)
+        if lso < self._log_start_offset:
+            return min(self._log_start_offset, high_watermark)
+        return lso
 
     def collect_aborted_txns(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
         """The aborted transactions overlapping [fetch_offset, upper_bound): their markers

@@ -357,6 +357,7 @@ class ProducerStateManager:
         """min(first unstable offset, high watermark) (Kafka's lastStableOffset)."""
         if not self.ongoing_txns and not self.unreplicated_txns:
             return high_watermark
+        self.on_high_watermark(high_watermark)
         first = self.first_unstable_offset()
         return high_watermark if first is None else min(first, high_watermark)
 

@@ -88,7 +88,7 @@ class LogSegment:
         )
         # Aborted transactions whose markers are in this segment (read_committed fetches).
         self.txn_index = TransactionIndex(
-            dir / (file_stem(base_offset) + TXN_INDEX_SUFFIX + suffix), load=size > 0
+            dir / (file_stem(base_offset) + TXN_INDEX_SUFFIX + suffix), load=True
         )
         self._fd = fd
         self._size = size

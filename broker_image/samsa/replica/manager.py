@@ -30,7 +30,12 @@ from samsa.protocol.records import (
 )
 from samsa.replica.delayed import DataWaiters
 from samsa.replica.fetcher import ReplicaFetcherManager
-from samsa.replica.partition import AlterIsr, Partition, ProducePartitionResponse
+from samsa.replica.partition import (
+    READ_COMMITTED,
+    AlterIsr,
+    Partition,
+    ProducePartitionResponse,
+)
 from samsa.replica.stages import StageClock
 
 log = logging.getLogger(__name__)
@@ -65,6 +70,9 @@ class FetchPartitionResponse:
     log_start_offset: int = -1
     records: bytes | FileRegion = b""
     messages: int = 0  # records in the batches returned (the first batch counts whole)
+    # read_committed: (producer id, first offset) of the aborted transactions overlapping
+    # the records returned; None otherwise.
+    aborted_transactions: list[tuple[int, int]] | None = None
     # A follower learns a high watermark it was not sent yet.
     high_watermark_news: bool = False
 
@@ -550,7 +558,7 @@ class ReplicaManager:
                     replica_id, req.fetch_offset, req.log_start_offset
                 )
             resp.high_watermark = partition.high_watermark
-            resp.last_stable_offset = partition.high_watermark
+            resp.last_stable_offset = partition.last_stable_offset
             if replica_id >= 0:
                 resp.high_watermark_news = partition.high_watermark_sent(replica_id)
             resp.log_start_offset = plog.log_start_offset
@@ -576,6 +584,11 @@ class ReplicaManager:
             resp.records = data.records
             if data.records:
                 partition.records_read(req.fetch_offset, replica_id)
+                if isolation_level == READ_COMMITTED and replica_id < 0:
+                    resp.aborted_transactions = [
+                        (t.producer_id, t.first_offset)
+                        for t in plog.collect_aborted_txns(req.fetch_offset, data.next_offset)
+                    ]
             if data.next_offset > data.first_batch_offset >= 0:
                 resp.messages = data.next_offset - data.first_batch_offset
             total += len(data.records)
@@ -647,7 +660,13 @@ class ReplicaManager:
             )
         plog = partition.log
         epoch = partition.leader_epoch
-        upper = partition.high_watermark
+        # read_committed consumers see offsets below the last stable offset only (Kafka's
+        # lastFetchableOffset).
+        upper = (
+            partition.last_stable_offset
+            if isolation_level == READ_COMMITTED
+            else partition.high_watermark
+        )
         if timestamp == LATEST_TIMESTAMP:
             return -1, upper, epoch
         if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):

@@ -71,6 +71,9 @@ class _AckWaiter:
 
 AlterIsr = Callable[["Partition", tuple[int, ...]], None]
 
+# Fetch's and ListOffsets' isolation_level.
+READ_UNCOMMITTED, READ_COMMITTED = 0, 1
+
 
 def _complete(waiters: list[_AckWaiter], reached: int) -> list[_AckWaiter]:
     """Resolve the waiters whose offset ``reached`` passes; returns those still waiting."""
@@ -115,6 +118,7 @@ class Partition:
         # The offset at which this broker's current leadership began (for ISR expansion).
         self.leader_epoch_start_offset = -1
         start = log.log_end_offset if high_watermark is None else high_watermark
+        self._high_watermark = -1
         self.high_watermark = max(min(start, log.log_end_offset), log.log_start_offset)
         self._on_data = on_data
         self._now_ms = now_ms
@@ -127,6 +131,24 @@ class Partition:
         self.stages = stages or StageClock()
         # As leader: when recent batches were appended, for the stage timings.
         self.appended = AppendTimes()
+
+    # ------------------------------------------------------------------ offsets
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark
+
+    @high_watermark.setter
+    def high_watermark(self, hw: int) -> None:
+        self._high_watermark = hw
+        # Transactions whose markers it passed stop holding the last stable offset.
+        self.log.producer_state.on_high_watermark(hw)
+
+    @property
+    def last_stable_offset(self) -> int:
+        """min(first offset of the transactions not complete and replicated, high
+        watermark): what read_committed consumers may read below."""
+        return self.log.last_stable_offset(self._high_watermark)
 
     # ------------------------------------------------------------------ roles
 
@@ -418,11 +440,17 @@ class Partition:
         hw = max(min(leader_hw, self.log.log_end_offset), self.log.log_start_offset)
         if hw != self.high_watermark:
             self.high_watermark = hw
+            # Consumers reading here (KIP-392) may read more: the high watermark, and with it
+            # the last stable offset, moved.
+            self._on_data(self.tp, True)
 
     def fetch_upper_bound(self, isolation_level: int, for_replica: bool) -> int:
-        """Consumers read below the high watermark; followers read to the log end."""
+        """Consumers read below the high watermark (read_committed ones below the last
+        stable offset); followers read to the log end."""
         if for_replica:
             return self.log.log_end_offset
+        if isolation_level == READ_COMMITTED:
+            return self.last_stable_offset
         return self.high_watermark
 
     def after_log_truncated(self) -> None:

@@ -173,3 +173,38 @@ def test_acls_survive_a_restart(env: Env) -> None:
         ("a", AclOperation.WRITE, AclPermissionType.ALLOW)
     ]
     test_alice_may_write_a(env)
+
+
+def _sasl_wire(env: Env, user: str) -> Any:
+    from kafka_support import Wire
+    from kio.index import load_request_schema
+
+    wire = Wire(env.port)
+    handshake = wire.request(17, 1, load_request_schema(17, 1)(mechanism="PLAIN"))
+    assert int(handshake.error_code.value) == 0
+    token = b"\0" + user.encode() + b"\0" + f"{user}-pw".encode()
+    auth = wire.request(36, 2, load_request_schema(36, 2)(auth_bytes=token))
+    assert int(auth.error_code.value) == 0
+    return wire
+
+
+def test_only_brokers_may_write_transaction_markers(env: Env) -> None:
+    from txn_support import (
+        CLUSTER_AUTHORIZATION_FAILED,
+        NONE,
+        TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        Marker,
+        produce,
+        txn_batch,
+        write_markers,
+    )
+
+    with _sasl_wire(env, "alice") as wire:
+        # Alice may write topic a, but not as transactional id "app".
+        assert produce(wire, "a", txn_batch(500, 0, [b"t"]))[0] == (
+            TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        )
+        refused = write_markers(wire, [Marker(500, False, {"a": [0]})])
+        assert refused == {(500, "a", 0): CLUSTER_AUTHORIZATION_FAILED}
+    with _sasl_wire(env, "admin") as wire:
+        assert write_markers(wire, [Marker(500, False, {"a": [0]})]) == {(500, "a", 0): NONE}

@@ -399,3 +399,48 @@ def test_any_history_keeps_latest_per_key_at_unchanged_offsets(
         assert_subset_of(final, original + [r for r in final if r.key == b"z"])
         assert view(final) == view(original) | {b"z": b"z"}
         assert not [r for r in final if r.value is None and r.offset < boundary]
+
+
+def test_aborted_transactions_are_cleaned_away_and_markers_stay(tmp_path: Path) -> None:
+    from samsa.log.producer_state import AppendOrigin
+    from samsa.protocol.control import build_end_txn_marker
+
+    clock = Clock()
+    _, plog, cleaner = compacted_log(tmp_path, clock)
+
+    def txn(pid: int, seq: int, key: bytes, value: bytes) -> int:
+        batch = build_batch(
+            [(key, value, [])],
+            timestamp_ms=1000,
+            producer_id=pid,
+            producer_epoch=0,
+            base_sequence=seq,
+            transactional=True,
+        )
+        return plog.append_as_leader(batch, 0).first_offset
+
+    def end(pid: int, committed: bool) -> int:
+        marker = build_end_txn_marker(pid, 0, committed, 0, 1000)
+        return plog.append_as_leader(marker, 0, origin=AppendOrigin.COORDINATOR).first_offset
+
+    txn(1, 0, b"a", b"committed")
+    end(1, True)
+    aborted_at = txn(2, 0, b"a", b"aborted")
+    txn(2, 1, b"b", b"aborted")
+    marker_at = end(2, False)
+    txn(2, 2, b"c", b"kept-open-later")
+    end(2, True)
+    for i in range(60):
+        put(plog, b"filler-%d" % (i % 3), b"x" * 20)
+    entries = plog.collect_aborted_txns(0, plog.log_end_offset)
+    assert [(e.producer_id, e.first_offset, e.last_offset) for e in entries] == [
+        (2, aborted_at, marker_at)
+    ]
+    assert cleaner.clean_filthiest_log_now()
+    batches = read_batches(plog)
+    data = [r for h, b in batches if not h.is_control for r in decode_records(b)]
+    assert view(data)[b"a"] == b"committed", "an aborted value never wins over a committed one"
+    assert b"aborted" not in {r.value for r in data}
+    assert sum(1 for h, _ in batches if h.is_control) == 3, "every marker stays"
+    # The cleaned segment carries the aborted transactions index over.
+    assert plog.collect_aborted_txns(0, plog.log_end_offset) == entries

@@ -10,8 +10,15 @@ dropped, unless it is a producer's last batch or the last batch of the cleaning 
 stay as empty batches, as in Kafka.
 
 Tombstones follow KIP-534: the first clean that keeps a tombstone stamps its batch with a
-delete horizon (now + delete.retention.ms); a clean after the horizon drops it.  Control
-batches are kept as they are (this broker has no transactions to clean up after).
+delete horizon (now + delete.retention.ms); a clean after the horizon drops it.
+
+Transactions: the cleanable range ends at the last stable offset, so every transaction in it
+is decided.  The batches of aborted transactions (named by the segments' `.txnindex`) are
+neither mapped nor kept (an empty batch stays where a producer's last batch was), and the
+cleaned segment takes over the aborted transactions index of the segments it replaces.
+Transaction markers are kept as they are, always: Kafka removes a marker once its
+transaction has no data left and delete.retention.ms has passed; keeping it costs one small
+batch per transaction and never exposes an aborted record.
 
 `clean` yields None between batches, Offload(fn) for blocking work (the fsync of a cleaned
 segment) that the caller may run in a thread, and OnLoop(fn) for what must run where the log
@@ -35,6 +42,7 @@ from samsa.log.cleaner.offset_map import OffsetMap
 from samsa.log.log import Log
 from samsa.log.segment import CLEANED_SUFFIX, LogSegment
 from samsa.log.swap import CrashHook, discard_cleaned, swap_in
+from samsa.log.txn_index import AbortedTxn
 from samsa.protocol.record_filter import (
     RecordSpan,
     batch_body,
@@ -190,6 +198,20 @@ class _Round:
     check: CheckSegments
 
 
+def _aborted_ranges(txns: Sequence[AbortedTxn]) -> dict[int, list[tuple[int, int]]]:
+    """Producer id -> (first offset, marker offset) of each of its aborted transactions."""
+    ranges: dict[int, list[tuple[int, int]]] = {}
+    for t in txns:
+        ranges.setdefault(t.producer_id, []).append((t.first_offset, t.last_offset))
+    return ranges
+
+
+def _in_aborted_txn(h: BatchHeader, aborted: Mapping[int, list[tuple[int, int]]]) -> bool:
+    if not aborted or not h.is_transactional or h.is_control:
+        return False
+    return any(first <= h.base_offset < last for first, last in aborted.get(h.producer_id, ()))
+
+
 class _Unchanged:
     """Whether the segments a clean reads are as they were when it began.
 
@@ -236,6 +258,8 @@ class Cleaner:
         self.crash_hook = crash_hook
         self.current: CleanerStats | None = None
         self._unchanged: _Unchanged | None = None
+        # The aborted transactions of the log being cleaned, by producer.
+        self._aborted: dict[int, list[tuple[int, int]]] = {}
 
     def check_unchanged(self) -> None:
         """LogCleaningAbortedError if the log of the latest clean changed under it."""
@@ -248,6 +272,11 @@ class Cleaner:
         now = self.now_ms()
         stats = self.current = CleanerStats()
         check = self._unchanged = _Unchanged(plog, to_clean.first_uncleanable_offset, check_done)
+        self._aborted = {}
+        if any(s.txn_index.entries for s in plog.segments):
+            upper = to_clean.first_uncleanable_offset
+            txns = yield OnLoop(lambda: plog.collect_aborted_txns(plog.log_start_offset, upper))
+            self._aborted = _aborted_ranges(txns)
         yield from self._build_offset_map(
             plog, to_clean.first_dirty_offset, to_clean.first_uncleanable_offset, stats, check
         )
@@ -316,7 +345,7 @@ class Cleaner:
         put = offset_map.put
         for _, h, view in segment.iter_batches(position, self.io_buffer_size):
             if h.last_offset >= start:
-                if not h.is_control:
+                if not h.is_control and not _in_aborted_txn(h, self._aborted):
                     base = h.base_offset
                     _check_crc(view, h)
                     for delta, key in record_keys(batch_body(view, h), h.records_count):
@@ -342,6 +371,10 @@ class Cleaner:
         try:
             for segment in group:
                 yield from self._clean_into(round_, segment, cleaned, group)
+            # Markers are kept, so the aborted transactions they end stay indexed.
+            for segment in group:
+                for txn in segment.txn_index.entries:
+                    cleaned.txn_index.append(txn)
             cleaned.seal()
             # Kafka keeps the last source segment's modification time on the cleaned one.
             mtime = group[-1].log_path.stat().st_mtime_ns
@@ -421,6 +454,10 @@ class Cleaner:
         stats.messages_read += h.records_count
         if h.is_control:
             return view
+        if _in_aborted_txn(h, self._aborted):
+            if retain_empty:
+                return view if h.records_count == 0 else empty_batch(h)
+            return None
         body, spans = _body_and_records(view, h)
         offset_map = self.offset_map
         latest = offset_map.latest_offset
