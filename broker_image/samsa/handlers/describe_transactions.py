@@ -15,14 +15,15 @@ MIN_VERSION, MAX_VERSION = 0, 0
 
 
 def _entry(txn_id: str, error: ErrorCode) -> dict[str, Any]:
+    # Kafka's defaults for the fields an error leaves unset.
     return {
         "error_code": error,
         "transactional_id": txn_id,
         "transaction_state": "",
         "transaction_timeout": 0,
-        "transaction_start_time": -1,
-        "producer_id": -1,
-        "producer_epoch": -1,
+        "transaction_start_time": 0,
+        "producer_id": 0,
+        "producer_epoch": 0,
         "topics": [],
     }
 
