@@ -1,5 +1,7 @@
-"""AddOffsetsToTxn (25): a transaction will commit a group's offsets, so the group's
-__consumer_offsets partition joins it (and gets the transaction's marker)."""
+"""AddOffsetsToTxn (25): the group's __consumer_offsets partition joins the transaction.
+
+The transaction will commit the group's offsets (TxnOffsetCommit), so that partition gets
+the transaction's marker too."""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
-"""EndTxn (26): commit or abort the producer's transaction. Answered once the decision
-(PrepareCommit/PrepareAbort) is durable; the markers follow."""
+"""EndTxn (26): commit or abort; answered once the decision is durable, the markers follow.
+
+The decision is PrepareCommit/PrepareAbort in __transaction_state; the coordinator then
+writes the markers and CompleteCommit/CompleteAbort."""
 
 from __future__ import annotations
 

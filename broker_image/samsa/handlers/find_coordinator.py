@@ -1,5 +1,7 @@
-"""FindCoordinator (10): the broker leading a group's __consumer_offsets partition, or a
-transactional id's __transaction_state partition (key type 1)."""
+"""FindCoordinator (10): the leader of a group's or a transactional id's coordinator partition.
+
+A group's is its __consumer_offsets partition; a transactional id's (key type 1) its
+__transaction_state partition, that topic being created on first use."""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
-"""InitProducerId (22): producer ids and epochs for idempotent producers, and for
-transactional ones from the transaction coordinator (which fences the id's older producer).
+"""InitProducerId (22): producer ids and epochs; a transactional id's fence its older producer.
+
+Idempotent producers get theirs from the producer id manager; transactional ones from the
+transaction coordinator, which bumps the id's epoch (aborting its open transaction first).
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
-"""ListTransactions (66): the transactional ids this broker coordinates (an admin client asks
-every broker), filtered by state, producer id and (v1) how long they have been running.
-Only ids the principal may DESCRIBE are listed."""
+"""ListTransactions (66): the transactional ids this broker coordinates, filtered.
+
+An admin client asks every broker. Filters: state, producer id and (v1) how long they have
+been running. Only ids the principal may DESCRIBE are listed."""
 
 from __future__ import annotations
 

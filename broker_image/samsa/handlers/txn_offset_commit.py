@@ -1,5 +1,6 @@
-"""TxnOffsetCommit (28): a transactional producer commits a group's offsets inside its
-transaction; they become visible when the transaction commits (KIP-98, KIP-447)."""
+"""TxnOffsetCommit (28): a group's offsets in a transaction, visible once it commits.
+
+KIP-98, and KIP-447's member and generation (v3+)."""
 
 from __future__ import annotations
 
