@@ -69,7 +69,9 @@ def add_partitions(
     }
 
 
-def end_txn(wire: Wire, txn_id: str, pid: int, epoch: int, commit: bool, version: int = 3) -> E:
+def end_txn(
+    wire: Wire, txn_id: str, pid: int, epoch: int, commit: bool, version: int = 3
+) -> ErrorCode:
     r = call(
         wire,
         26,
