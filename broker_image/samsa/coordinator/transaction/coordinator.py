@@ -128,6 +128,10 @@ class TransactionCoordinator:
                 self._timers[i] = None
         for partition in list(self.state_manager.cache) + list(self.state_manager.loading):
             self.state_manager.unload_partition(partition)
+        # Marker writes may wait a request timeout for a leader that is gone; the next
+        # coordinator of these ids writes them again, so they are not waited for.
+        for task in list(self._tasks):
+            task.cancel()
         await self.wait_idle()
 
     async def wait_idle(self) -> None:
