@@ -415,7 +415,12 @@ async def test_describe_and_list_transactions(h: Harness) -> None:
         t.transactional_id for t in h.coordinator.list_transactions(producer_ids=[pid]).transactions
     ] == [TXN]
     h.clock.advance(100)
-    assert len(h.coordinator.list_transactions(min_duration_ms=50).transactions) == 1
+    # The Ongoing one started 100 ms ago; the Empty one has no start (-1), as in Kafka.
+    longer = h.coordinator.list_transactions(min_duration_ms=50).transactions
+    assert len(longer) == 2
+    assert h.coordinator.list_transactions(min_duration_ms=100).transactions == (
+        listed.transactions[1],
+    )
     assert h.coordinator.describe("nope").error is E.transactional_id_not_found
 
 

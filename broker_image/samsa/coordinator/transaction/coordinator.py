@@ -609,9 +609,9 @@ class TransactionCoordinator:
                 continue
             if wanted_pids and m.producer_id not in wanted_pids:
                 continue
-            if min_duration_ms >= 0 and (
-                m.state is not _S.ONGOING or now - m.txn_start_timestamp_ms < min_duration_ms
-            ):
+            # KIP-994: running longer than the filter (Kafka compares the start timestamp,
+            # whatever the state).
+            if min_duration_ms >= 0 and now - m.txn_start_timestamp_ms <= min_duration_ms:
                 continue
             out.append(TransactionListing(m.transactional_id, m.producer_id, m.state.kafka_name))
         return ListTransactionsResult(ErrorCode.none, tuple(unknown), tuple(out))
