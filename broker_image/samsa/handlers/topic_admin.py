@@ -205,7 +205,7 @@ async def ensure_transaction_state_topic(services: BrokerServices) -> None:
     config = services.dynamic_config()
     rf = config["transaction.state.log.replication.factor"]
     configs = transaction_state_topic_configs(config)
-    if services.controller is None:
+    if not services.config["zookeeper.connect"]:
         # Standalone: one broker holds everything.
         rf = 1
         configs["min.insync.replicas"] = "1"
