@@ -238,9 +238,10 @@ class KafkaServer:
         self.producer_id_manager.start()
         self.transaction_coordinator = self._transaction_coordinator()
         self.replica_manager.on_txn_marker = self._on_txn_marker
+        # Started before the standalone loads: a transaction found prepared completes at once.
+        self.transaction_coordinator.start()
         if self.cluster is None:
             await self._start_standalone_transactions()
-        self.transaction_coordinator.start()
         await self._start_authorizer()
         services = BrokerServices(
             config=config,
