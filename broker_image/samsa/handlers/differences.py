@@ -62,7 +62,7 @@ DIFFERENCES: tuple[Difference, ...] = (
     Difference(
         api=(
             "InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit, "
-            "ListTransactions, DescribeProducers"
+            "ListTransactions"
         ),
         what="Transactions with Kafka's coordinator, in transaction version 1 (KIP-98, KIP-447).",
         why=(
@@ -74,22 +74,19 @@ DIFFERENCES: tuple[Difference, ...] = (
             "with an epoch bump, and TxnOffsetCommit's offsets count when the commit marker "
             "reaches the group's partition. Not served: KIP-890's transaction version 2 "
             "(EndTxn v5, AddPartitionsToTxn v5, TxnOffsetCommit v5: clients use v4 and add "
-            "partitions first, as with Kafka 3.x), KIP-939's keepPreparedTxn (InitProducerId v6), "
-            "ListTransactions v2's id pattern, and DescribeProducers, so "
-            "`kafka-transactions.sh abort` needs --producer-id, --producer-epoch and "
-            "--coordinator-epoch rather than --start-offset."
+            "partitions first, as with Kafka 3.x), KIP-939's keepPreparedTxn (InitProducerId v6) "
+            "and ListTransactions v2's transactional id pattern."
         ),
         checks=(
             "api_versions.add_partitions_to_txn",
             "api_versions.end_txn",
             "api_versions.txn_offset_commit",
             "api_versions.list_transactions",
-            "api_versions.describe_producers",
         ),
     ),
     Difference(
-        api="Produce, WriteTxnMarkers, Fetch, ListOffsets",
-        what="Transactions on the partitions, as Kafka 3.9 with two differences.",
+        api="Produce, WriteTxnMarkers, Fetch, ListOffsets, DescribeProducers",
+        what="Transactions on the partitions, as Kafka 3.9 with one difference.",
         why=(
             "Transactional batches are accepted from a request whose transactional id the "
             "principal may WRITE (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED); a plain batch "
@@ -99,11 +96,10 @@ DIFFERENCES: tuple[Difference, ...] = (
             "offset of the earliest open transaction, held until its marker is below the "
             "high watermark) bounds read_committed Fetch and ListOffsets, and read_committed "
             "fetches carry the aborted transactions from the `.txnindex` files, which are "
-            "rebuilt on recovery. Differences: a transactional Produce is not checked with "
-            "the coordinator (Kafka 3.6+'s transaction.partition.verification.enable, "
-            "KIP-890), and the log cleaner removes aborted records but keeps every marker, "
-            "where Kafka drops a marker once its transaction's records are gone and "
-            "delete.retention.ms has passed."
+            "rebuilt on recovery. The log cleaner removes aborted records, and markers once "
+            "their transaction has no records left and delete.retention.ms has passed. The "
+            "difference: a transactional Produce is not checked with the coordinator "
+            "(Kafka 3.6+'s transaction.partition.verification.enable, KIP-890)."
         ),
     ),
     Difference(

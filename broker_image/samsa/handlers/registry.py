@@ -25,6 +25,7 @@ from samsa.handlers import (
     describe_configs,
     describe_groups,
     describe_log_dirs,
+    describe_producers,
     describe_transactions,
     describe_user_scram_credentials,
     elect_leaders,
@@ -107,6 +108,7 @@ MODULES: tuple[ModuleType, ...] = (
     create_acls,
     delete_acls,
     write_txn_markers,
+    describe_producers,
 )
 
 # Kafka's names for the controller APIs kio (built for Kafka 4) no longer knows.

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from samsa.config import LogConfig
 from samsa.log import LogManager, OffsetOutOfRangeError
-from samsa.log.producer_state import AppendOrigin
+from samsa.log.producer_state import AppendOrigin, ProducerStateEntry
 from samsa.metadata.model import PartitionState, TopicPartition
 from samsa.metadata.names import is_internal
 from samsa.protocol.control import build_end_txn_marker
@@ -644,6 +644,13 @@ class ReplicaManager:
                 else:
                     results[tp] = (ErrorCode.none, partition.low_watermark())
         return results
+
+    # DescribeProducers
+
+    def active_producers(self, tp: TopicPartition) -> list[ProducerStateEntry]:
+        """The producer state of a partition this broker leads (Kafka's activeProducerState);
+        KafkaApiError otherwise."""
+        return list(self.leader_partition(tp).log.producer_state.producers.values())
 
     # offsets
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import TopicPartition
 from kafka_support import BrokerProcess, Wire, consumer, create_topic, log_end, raw_produce, unique
+from kio.index import load_request_schema
 from txn_support import (
     INVALID_PRODUCER_EPOCH,
     INVALID_RECORD,
@@ -140,7 +141,10 @@ def test_bad_markers_and_batches_get_kafkas_error_codes(broker: InProcessBroker)
         # Clients may not write markers themselves.
         forged = build_end_txn_marker(100, 3, True, 0, 1000)
         assert produce(wire, topic, forged)[0] == INVALID_RECORD
-        assert raw_produce(wire, topic, {0: forged})[0].error_code == INVALID_RECORD
+        # Without a transactional id the transactional attribute is refused first, as Kafka.
+        assert raw_produce(wire, topic, {0: forged})[0].error_code == (
+            TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        )
         # Partitions not hosted here, next to one that is.
         mixed = write_markers(
             wire,
@@ -261,3 +265,30 @@ def test_kill_9_with_the_index_lost_rebuilds_it_from_the_log(tmp_path: Path) -> 
         _after_restart(broker.port, broker.bootstrap_servers, topic, data)
     finally:
         broker.reap()
+
+
+def test_describe_producers_shows_open_transactions(broker: InProcessBroker) -> None:
+    topic = unique("txn-producers")
+    create_topic(broker.bootstrap_servers, topic, 1)
+    cls = load_request_schema(61, 0)
+    module = __import__(cls.__module__, fromlist=["TopicRequest"])
+    with Wire(broker.port) as wire:
+        assert produce(wire, topic, txn_batch(100, 0, [b"a", b"b"], epoch=2)) == (NONE, 0)
+        assert produce(wire, topic, txn_batch(200, 0, [b"c"])) == (NONE, 2)
+        assert write_markers(wire, [Marker(200, True, {topic: [0]}, coordinator_epoch=7)]) == {
+            (200, topic, 0): NONE
+        }
+        body = cls(topics=(module.TopicRequest(name=topic, partition_indexes=(0, 5)),))
+        (t,) = wire.request(61, 0, body).topics
+    by_partition = {p.partition_index: p for p in t.partitions}
+    assert int(by_partition[5].error_code.value) == UNKNOWN_TOPIC_OR_PARTITION
+    producers = {
+        p.producer_id: (
+            p.producer_epoch,
+            p.last_sequence,
+            p.coordinator_epoch,
+            p.current_txn_start_offset,
+        )
+        for p in by_partition[0].active_producers
+    }
+    assert producers == {100: (2, 1, -1, 0), 200: (0, 0, 7, -1)}

@@ -401,9 +401,12 @@ def test_any_history_keeps_latest_per_key_at_unchanged_offsets(
         assert not [r for r in final if r.value is None and r.offset < boundary]
 
 
-def test_aborted_transactions_are_cleaned_away_and_markers_stay(tmp_path: Path) -> None:
+def test_aborted_transactions_are_cleaned_away_and_markers_go_after_the_horizon(
+    tmp_path: Path,
+) -> None:
     from samsa.log.producer_state import AppendOrigin
-    from samsa.protocol.control import build_end_txn_marker
+    from samsa.protocol.control import build_end_txn_marker, read_end_txn_marker
+    from samsa.protocol.record_filter import delete_horizon
 
     clock = Clock()
     _, plog, cleaner = compacted_log(tmp_path, clock)
@@ -423,24 +426,56 @@ def test_aborted_transactions_are_cleaned_away_and_markers_stay(tmp_path: Path) 
         marker = build_end_txn_marker(pid, 0, committed, 0, 1000)
         return plog.append_as_leader(marker, 0, origin=AppendOrigin.COORDINATOR).first_offset
 
+    def filler(n: int = 60) -> None:
+        for i in range(n):
+            put(plog, b"filler-%d" % (i % 3), b"x" * 20)
+
+    def markers() -> dict[int, tuple[bool, int | None]]:
+        out = {}
+        for h, b in read_batches(plog):
+            if h.is_control and h.records_count:
+                m = read_end_txn_marker(b, 0, h)
+                assert m is not None
+                out[h.base_offset] = (m.committed, delete_horizon(h))
+        return out
+
     txn(1, 0, b"a", b"committed")
-    end(1, True)
+    commit_at = end(1, True)
     aborted_at = txn(2, 0, b"a", b"aborted")
     txn(2, 1, b"b", b"aborted")
-    marker_at = end(2, False)
-    txn(2, 2, b"c", b"kept-open-later")
+    abort_at = end(2, False)
+    txn(3, 0, b"c", b"other")
+    end(3, True)
+    # Producer 2 writes on, so its aborted batch is not its last (which would stay, empty,
+    # and keep its marker with it, as in Kafka).
+    txn(2, 2, b"d", b"later")
     end(2, True)
-    for i in range(60):
-        put(plog, b"filler-%d" % (i % 3), b"x" * 20)
+    filler()
     entries = plog.collect_aborted_txns(0, plog.log_end_offset)
     assert [(e.producer_id, e.first_offset, e.last_offset) for e in entries] == [
-        (2, aborted_at, marker_at)
+        (2, aborted_at, abort_at)
     ]
     assert cleaner.clean_filthiest_log_now()
     batches = read_batches(plog)
     data = [r for h, b in batches if not h.is_control for r in decode_records(b)]
     assert view(data)[b"a"] == b"committed", "an aborted value never wins over a committed one"
     assert b"aborted" not in {r.value for r in data}
-    assert sum(1 for h, _ in batches if h.is_control) == 3, "every marker stays"
-    # The cleaned segment carries the aborted transactions index over.
+    # The transactions' batches were read in this clean: every marker stays as it was.
+    assert set(markers().values()) == {(True, None), (False, None)}
+    assert len(markers()) == 4
     assert plog.collect_aborted_txns(0, plog.log_end_offset) == entries
+
+    # Next clean: the aborted transaction has no batch left, so its marker gets a horizon;
+    # the committed ones still have records ("a", "c"), so theirs stay as they are.
+    filler()
+    assert cleaner.clean_filthiest_log_now()
+    assert markers()[abort_at] == (False, clock.now + COMPACTED.delete_retention_ms)
+    assert markers()[commit_at] == (True, None)
+    assert plog.collect_aborted_txns(0, plog.log_end_offset) == entries
+
+    # After the horizon the abort marker goes, and its index entry with it.
+    clock.now += COMPACTED.delete_retention_ms + 1
+    filler()
+    assert cleaner.clean_filthiest_log_now()
+    assert abort_at not in markers() and commit_at in markers()
+    assert plog.collect_aborted_txns(0, plog.log_end_offset) == []

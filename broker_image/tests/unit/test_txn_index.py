@@ -162,3 +162,23 @@ def test_truncation_and_retention_take_the_entries_with_them(tmp_path: Path) -> 
     assert plog.collect_aborted_txns(plog.log_start_offset, plog.log_end_offset) == []
     assert txn_files(plog.dir) == []
     plog.close()
+
+
+def test_a_follower_tracks_transactions_from_the_batches_it_replicates(tmp_path: Path) -> None:
+    leader = Log.open(tmp_path / "l" / "t-0", CONFIG)
+    leader.append_as_leader(txn(1, 0), 0)
+    leader.append_as_leader(txn(2, 0), 0)
+    marker(leader, 1, committed=False)
+    leader.append_as_leader(txn(3, 0), 0)
+    marker(leader, 2, committed=True)
+    follower = Log.open(tmp_path / "f" / "t-0", CONFIG)
+    offset = 0
+    while offset < leader.log_end_offset:
+        data = leader.read(offset, 300).records
+        assert isinstance(data, bytes)
+        offset = follower.append_as_follower(data).last_offset + 1
+    end = leader.log_end_offset
+    assert follower.collect_aborted_txns(0, end) == leader.collect_aborted_txns(0, end)
+    assert follower.collect_aborted_txns(0, end) == [AbortedTxn(1, 0, 4, 2)]
+    assert follower.last_stable_offset(end) == leader.last_stable_offset(end) == 5
+    assert follower.producer_state.ongoing_txns == {3: 5}

@@ -12,13 +12,14 @@ stay as empty batches, as in Kafka.
 Tombstones follow KIP-534: the first clean that keeps a tombstone stamps its batch with a
 delete horizon (now + delete.retention.ms); a clean after the horizon drops it.
 
-Transactions: the cleanable range ends at the last stable offset, so every transaction in it
-is decided.  The batches of aborted transactions (named by the segments' `.txnindex`) are
-neither mapped nor kept (an empty batch stays where a producer's last batch was), and the
-cleaned segment takes over the aborted transactions index of the segments it replaces.
-Transaction markers are kept as they are, always: Kafka removes a marker once its
-transaction has no data left and delete.retention.ms has passed; keeping it costs one small
-batch per transaction and never exposes an aborted record.
+Transactions, as Kafka's cleaner: the cleanable range ends at the last stable offset, so
+every transaction in it is decided.  The batches of aborted transactions (named by the
+segments' `.txnindex`) are neither mapped nor kept (an empty batch stays where a producer's
+last batch was).  A marker stays while a batch of its transaction was read in this clean;
+once none was, it is stamped with a delete horizon (now + delete.retention.ms), so that
+consumers part way through the transaction still see it, and a clean after the horizon
+drops it.  The cleaned segment keeps the aborted transactions index entries of the abort
+markers it keeps.
 
 `clean` yields None between batches, Offload(fn) for blocking work (the fsync of a cleaned
 segment) that the caller may run in a thread, and OnLoop(fn) for what must run where the log
@@ -43,6 +44,7 @@ from samsa.log.log import Log
 from samsa.log.segment import CLEANED_SUFFIX, LogSegment
 from samsa.log.swap import CrashHook, discard_cleaned, swap_in
 from samsa.log.txn_index import AbortedTxn
+from samsa.protocol.control import read_end_txn_marker
 from samsa.protocol.record_filter import (
     RecordSpan,
     batch_body,
@@ -179,7 +181,8 @@ class _ProducerLastOffsets:
         last: dict[int, int] = {}
         for segment in self._log.segments:
             for _, h, _ in segment.iter_batches():
-                if h.producer_id >= 0:
+                # Data batches only, as Kafka's lastDataOffset: a marker is not one.
+                if h.producer_id >= 0 and not h.is_control:
                     last[h.producer_id] = h.last_offset
                 if (yield None):
                     check(())
@@ -196,6 +199,20 @@ class _Round:
     producers: _ProducerLastOffsets
     upper_bound: int  # the first uncleanable offset
     check: CheckSegments
+    txns: _TxnsRead = field(default_factory=lambda: _TxnsRead())
+
+
+@dataclass
+class _TxnsRead:
+    """What a clean has read of transactions so far, in offset order (Kafka's
+    CleanedTransactionMetadata): whether each marker's transaction still has batches."""
+
+    # (producer id, abort marker offset) of aborted transactions with a batch read.
+    aborted_seen: set[tuple[int, int]] = field(default_factory=set)
+    # Producers with a batch of a committed transaction read since their last marker.
+    committed_seen: set[int] = field(default_factory=set)
+    # Offsets of the abort markers kept: their index entries go to the cleaned segment.
+    kept_abort_markers: set[int] = field(default_factory=set)
 
 
 def _aborted_ranges(txns: Sequence[AbortedTxn]) -> dict[int, list[tuple[int, int]]]:
@@ -206,10 +223,18 @@ def _aborted_ranges(txns: Sequence[AbortedTxn]) -> dict[int, list[tuple[int, int
     return ranges
 
 
-def _in_aborted_txn(h: BatchHeader, aborted: Mapping[int, list[tuple[int, int]]]) -> bool:
+def _abort_marker_of(h: BatchHeader, aborted: Mapping[int, list[tuple[int, int]]]) -> int | None:
+    """The offset of the abort marker ending the aborted transaction `h` is part of."""
     if not aborted or not h.is_transactional or h.is_control:
-        return False
-    return any(first <= h.base_offset < last for first, last in aborted.get(h.producer_id, ()))
+        return None
+    for first, last in aborted.get(h.producer_id, ()):
+        if first <= h.base_offset < last:
+            return last
+    return None
+
+
+def _in_aborted_txn(h: BatchHeader, aborted: Mapping[int, list[tuple[int, int]]]) -> bool:
+    return _abort_marker_of(h, aborted) is not None
 
 
 class _Unchanged:
@@ -371,10 +396,11 @@ class Cleaner:
         try:
             for segment in group:
                 yield from self._clean_into(round_, segment, cleaned, group)
-            # Markers are kept, so the aborted transactions they end stay indexed.
+            kept_markers = round_.txns.kept_abort_markers
             for segment in group:
                 for txn in segment.txn_index.entries:
-                    cleaned.txn_index.append(txn)
+                    if txn.last_offset in kept_markers:
+                        cleaned.txn_index.append(txn)
             cleaned.seal()
             # Kafka keeps the last source segment's modification time on the cleaned one.
             mtime = group[-1].log_path.stat().st_mtime_ns
@@ -415,7 +441,16 @@ class Cleaner:
             )
             # Kafka also keeps the last batch of the round, so its offsets survive.
             retain_empty = last_of_producer or h.next_offset == round_.upper_bound
-            kept = self._filter_batch(view, h, round_.now, retention, retain_empty, stats)
+            if h.is_control:
+                kept = _filter_marker(view, h, round_, retention, retain_empty)
+            else:
+                if h.is_transactional and h.producer_id >= 0:
+                    marker_at = _abort_marker_of(h, self._aborted)
+                    if marker_at is not None:
+                        round_.txns.aborted_seen.add((h.producer_id, marker_at))
+                    else:
+                        round_.txns.committed_seen.add(h.producer_id)
+                kept = self._filter_batch(view, h, round_.now, retention, retain_empty, stats)
             if kept is not None:
                 out.append(kept)
                 headers.append(h if kept is view else read_batch_header(kept))
@@ -491,6 +526,39 @@ class Cleaner:
         if retain_empty:
             return view if h.records_count == 0 else empty_batch(h)
         return None
+
+
+def _filter_marker(
+    view: memoryview, h: BatchHeader, round_: _Round, delete_retention_ms: int, retain_empty: bool
+) -> bytes | memoryview | None:
+    """A control batch as it stays: kept while its transaction has batches left, then
+    stamped with a delete horizon, then dropped (Kafka's onControlBatchRead)."""
+    stats, txns = round_.stats, round_.txns
+    stats.bytes_read += h.size
+    stats.messages_read += h.records_count
+    if h.records_count == 0:
+        return view if retain_empty else None
+    try:
+        marker = read_end_txn_marker(view, 0, h)
+    except CorruptRecordError:
+        marker = None
+    if marker is None:
+        return view  # a control type this broker does not know: kept as it is
+    pid = h.producer_id
+    if marker.committed:
+        discardable = pid not in txns.committed_seen
+        txns.committed_seen.discard(pid)
+    else:
+        discardable = (pid, h.base_offset) not in txns.aborted_seen
+    horizon = delete_horizon(h)
+    if discardable and horizon is not None and horizon <= round_.now:
+        return empty_batch(h) if retain_empty else None
+    if not marker.committed:
+        txns.kept_abort_markers.add(h.base_offset)
+    if discardable and horizon is None:
+        body, spans = _body_and_records(view, h)
+        return rebuild_batch(h, body, spans, round_.now + delete_retention_ms)
+    return view
 
 
 def _check_crc(view: memoryview, h: BatchHeader) -> None:
