@@ -3,8 +3,9 @@ kafka-transactions.sh does (ListTransactions on every broker, FindCoordinator an
 DescribeTransactions, and WriteTxnMarkers to a partition's leader to abort a hanging one).
 
 librdkafka has no admin API for these, so they go through Samsa's own small client; brokers
-are found through the admin client's metadata. The abort takes the hanging transaction's
-producer id, epoch and coordinator epoch, as ``kafka-transactions.sh abort --producer-id``.
+are found through the admin client's metadata. The abort names the hanging transaction by its
+start offset (DescribeProducers finds its producer) or by its producer id, epoch and
+coordinator epoch, as ``kafka-transactions.sh abort`` does.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ T = TypeVar("T")
 
 FIND_COORDINATOR, FIND_COORDINATOR_VERSION = 10, 4
 WRITE_TXN_MARKERS, WRITE_TXN_MARKERS_VERSION = 27, 1
+DESCRIBE_PRODUCERS, DESCRIBE_PRODUCERS_VERSION = 61, 0
 DESCRIBE_TRANSACTIONS, DESCRIBE_TRANSACTIONS_VERSION = 65, 0
 LIST_TRANSACTIONS, LIST_TRANSACTIONS_VERSION = 66, 0
 TRANSACTION_KEY_TYPE = 1
@@ -211,16 +213,30 @@ def describe(
 def abort(
     topic: Annotated[str, typer.Option("--topic", help="The partition's topic.")],
     partition: Annotated[int, typer.Option("--partition", help="The partition.")],
-    producer_id: Annotated[int, typer.Option("--producer-id", help="The hanging producer.")],
-    producer_epoch: Annotated[int, typer.Option("--producer-epoch", help="Its epoch.")],
+    start_offset: Annotated[
+        int | None,
+        typer.Option("--start-offset", help="The first offset of the hanging transaction."),
+    ] = None,
+    producer_id: Annotated[
+        int | None, typer.Option("--producer-id", help="The hanging producer.")
+    ] = None,
+    producer_epoch: Annotated[
+        int | None, typer.Option("--producer-epoch", help="Its epoch.")
+    ] = None,
     coordinator_epoch: Annotated[
-        int, typer.Option("--coordinator-epoch", help="The coordinator epoch to write with.")
-    ],
+        int | None,
+        typer.Option("--coordinator-epoch", help="The coordinator epoch to write with."),
+    ] = None,
     bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,
     properties: Properties = None,
 ) -> None:
     """Abort a hanging transaction on one partition: an ABORT marker written by its leader
-    (needs ALTER or CLUSTER_ACTION on the cluster)."""
+    (needs ALTER or CLUSTER_ACTION on the cluster). Name it by --start-offset (its producer is
+    found with DescribeProducers) or by --producer-id, --producer-epoch and
+    --coordinator-epoch, as kafka-transactions.sh abort does."""
+    explicit = (producer_id, producer_epoch, coordinator_epoch)
+    if (start_offset is not None) == (None not in explicit):
+        die("give --start-offset, or all of --producer-id, --producer-epoch, --coordinator-epoch")
     _, _, md = connect(bootstrap, properties)
     meta = md.topics.get(topic)
     if meta is None or partition not in meta.partitions:
@@ -231,6 +247,25 @@ def abort(
         die(f"{topic}-{partition} has no leader now")
         return
     address = found
+    where = f"{topic}-{partition}"
+    if start_offset is not None:
+        described = _run(
+            lambda: _request(
+                address,
+                DESCRIBE_PRODUCERS,
+                DESCRIBE_PRODUCERS_VERSION,
+                {"topics": [{"name": topic, "partition_indexes": [partition]}]},
+            )
+        )
+        p = described.topics[0].partitions[0]
+        if _error(p.error_code) is not ErrorCode.none:
+            die(f"cannot describe the producers of {where}: {_error(p.error_code).name.upper()}")
+        hanging = [s for s in p.active_producers if s.current_txn_start_offset == start_offset]
+        if not hanging:
+            die(f"no open transaction starts at offset {start_offset} of {where}")
+        producer_id = hanging[0].producer_id
+        producer_epoch = hanging[0].producer_epoch
+        coordinator_epoch = max(hanging[0].coordinator_epoch, 0)
     body = {
         "markers": [
             {
@@ -248,6 +283,5 @@ def abort(
             for p in t.partitions:
                 error = _error(p.error_code)
                 if error is not ErrorCode.none:
-                    where = f"{topic}-{partition}"
                     die(f"abort of producer {producer_id} on {where}: {error.name.upper()}")
-    console().print(f"Aborted the transaction of producer {producer_id} on {topic}-{partition}.")
+    console().print(f"Aborted the transaction of producer {producer_id} on {where}.")

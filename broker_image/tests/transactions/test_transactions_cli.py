@@ -47,22 +47,15 @@ def test_list_describe_and_abort_a_hanging_transaction(broker: InProcessBroker) 
     assert info["state"] == "Ongoing" and info["partitions"] == [f"{topic}-0"]
     assert info["producer_epoch"] == 0
 
-    code, out = samsa(
-        broker,
-        "transactions",
-        "abort",
-        "--topic",
-        topic,
-        "--partition",
-        "0",
-        "--producer-id",
-        str(info["producer_id"]),
-        "--producer-epoch",
-        str(info["producer_epoch"]),
-        "--coordinator-epoch",
-        "0",
-    )
+    abort = ("transactions", "abort", "--topic", topic, "--partition", "0")
+    code, out = samsa(broker, *abort, "--producer-id", str(info["producer_id"]))
+    assert code != 0 and "--start-offset" in out
+    code, out = samsa(broker, *abort, "--start-offset", "5")
+    assert code != 0 and "no open transaction starts at offset 5" in out
+    # As kafka-transactions.sh abort --start-offset: the producer comes from DescribeProducers.
+    code, out = samsa(broker, *abort, "--start-offset", "0")
     assert code == 0, out
+    assert f"producer {info['producer_id']}" in out
     # The partition's last stable offset moved past the hanging transaction: a read_committed
     # consumer reaches the end without the aborted record.
     consumer = Consumer(
