@@ -268,6 +268,17 @@ async def test_markers_are_retried_until_every_partition_has_them(h: Harness) ->
     assert h.coordinator.describe(TXN).state == "CompleteAbort"
 
 
+async def test_a_fenced_coordinator_stops_writing_markers(h: Harness) -> None:
+    pid, epoch = await init(h)
+    await h.coordinator.add_partitions(TXN, pid, epoch, [TP0, TP1])
+    h.markers.errors[TP1] = [E.transaction_coordinator_fenced]
+    assert await h.coordinator.end_transaction(TXN, pid, epoch, True) is E.none
+    await settle(h)
+    # A newer coordinator owns the transaction: this one neither retries nor completes it.
+    assert h.markers.marked()[TP1] == [True]
+    assert h.coordinator.describe(TXN).state == "PrepareCommit"
+
+
 async def test_a_deleted_topic_needs_no_marker(h: Harness) -> None:
     pid, epoch = await init(h)
     await h.coordinator.add_partitions(TXN, pid, epoch, [TP0, TopicPartition("gone", 3)])
