@@ -285,3 +285,103 @@ def abort(
                 if error is not ErrorCode.none:
                     die(f"abort of producer {producer_id} on {where}: {error.name.upper()}")
     console().print(f"Aborted the transaction of producer {producer_id} on {where}.")
+
+
+# -- find-hanging ----------------------------------------------------------------------------
+
+
+@transactions_app.command("find-hanging")
+def find_hanging(
+    max_transaction_timeout: Annotated[
+        int,
+        typer.Option(
+            "--max-transaction-timeout",
+            help="Minutes: open transactions older than this are candidates (Kafka: 15).",
+        ),
+    ] = 15,
+    output: OutputOpt = Output.table,
+    bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,
+    properties: Properties = None,
+) -> None:
+    """Transactions open on a partition for longer than the maximum transaction timeout that
+    their coordinator does not know as ongoing there, as kafka-transactions.sh find-hanging
+    finds them: abort each with `samsa transactions abort --start-offset`."""
+    _, _, md = connect(bootstrap, properties)
+    brokers = _brokers(md)
+    by_leader: dict[int, dict[str, list[int]]] = {}
+    for name, t in md.topics.items():
+        for p, info in t.partitions.items():
+            if info.leader in brokers:
+                by_leader.setdefault(info.leader, {}).setdefault(name, []).append(p)
+
+    async def ask() -> tuple[list[Any], list[Any]]:
+        described = await asyncio.gather(
+            *(
+                _request(
+                    brokers[b],
+                    DESCRIBE_PRODUCERS,
+                    DESCRIBE_PRODUCERS_VERSION,
+                    {"topics": [{"name": n, "partition_indexes": ps} for n, ps in tps.items()]},
+                )
+                for b, tps in by_leader.items()
+            )
+        )
+        listed = await asyncio.gather(
+            *(
+                _request(
+                    address,
+                    LIST_TRANSACTIONS,
+                    LIST_TRANSACTIONS_VERSION,
+                    {"state_filters": ["Ongoing"], "producer_id_filters": []},
+                )
+                for address in brokers.values()
+            )
+        )
+        return list(described), list(listed)
+
+    described, listed = _run(ask)
+    ongoing = {t.producer_id for r in listed for t in r.transaction_states}
+    now_ms = datetime.datetime.now(datetime.UTC).timestamp() * 1000
+    limit_ms = max_transaction_timeout * 60_000
+    rows = []
+    for response in described:
+        for t in response.topics:
+            for p in t.partitions:
+                for s in p.active_producers:
+                    if s.current_txn_start_offset < 0 or s.producer_id in ongoing:
+                        continue
+                    last = s.last_timestamp
+                    last_ms = (
+                        last.timestamp() * 1000
+                        if isinstance(last, datetime.datetime)
+                        else float(last)
+                    )
+                    if now_ms - last_ms < limit_ms:
+                        continue
+                    rows.append(
+                        {
+                            "topic": t.name,
+                            "partition": p.partition_index,
+                            "producer_id": s.producer_id,
+                            "producer_epoch": s.producer_epoch,
+                            "coordinator_epoch": s.coordinator_epoch,
+                            "start_offset": s.current_txn_start_offset,
+                            "last_timestamp_ms": int(last_ms),
+                        }
+                    )
+    if output is Output.json:
+        print_json(rows)
+        return
+    table = Table(
+        "TOPIC", "PARTITION", "PRODUCER ID", "EPOCH", "START OFFSET", "LAST TIMESTAMP", box=None
+    )
+    for r in rows:
+        table.add_row(
+            r["topic"],
+            str(r["partition"]),
+            str(r["producer_id"]),
+            str(r["producer_epoch"]),
+            str(r["start_offset"]),
+            str(r["last_timestamp_ms"]),
+        )
+    console().print(table)

@@ -85,3 +85,43 @@ def test_list_describe_and_abort_a_hanging_transaction(broker: InProcessBroker) 
 
     code, out = samsa(broker, "transactions", "describe", "no-such-id")
     assert code != 0 and "TRANSACTIONAL_ID_NOT_FOUND" in out
+
+
+def test_find_hanging_lists_a_transaction_no_coordinator_knows(broker: InProcessBroker) -> None:
+    from kafka_support import Wire
+    from txn_support import produce, txn_batch
+
+    topic = f"hang-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    # A transactional batch of a producer id no coordinator handed out: it hangs.
+    with Wire(broker.port) as wire:
+        assert produce(wire, topic, txn_batch(987_654, 0, [b"stuck"]))[0] == 0
+
+    code, out = samsa(broker, "transactions", "find-hanging", "--max-transaction-timeout", "0")
+    assert code == 0, out
+    code, out = samsa(
+        broker, "transactions", "find-hanging", "--max-transaction-timeout", "0", "-o", "json"
+    )
+    hanging = [r for r in json.loads(out) if r["topic"] == topic]
+    assert [(r["producer_id"], r["start_offset"]) for r in hanging] == [(987_654, 0)]
+    # A producer its coordinator knows as ongoing is not hanging, however old.
+    p = Producer({"bootstrap.servers": broker.bootstrap_servers, "transactional.id": topic})
+    p.init_transactions(30)
+    p.begin_transaction()
+    p.produce(topic, b"open", partition=0)
+    p.flush(30)
+    code, out = samsa(
+        broker, "transactions", "find-hanging", "--max-transaction-timeout", "0", "-o", "json"
+    )
+    assert [r["producer_id"] for r in json.loads(out) if r["topic"] == topic] == [987_654]
+    p.abort_transaction(30)
+
+    code, out = samsa(
+        broker, "transactions", "abort", "--topic", topic, "--partition", "0", "--start-offset", "0"
+    )
+    assert code == 0, out
+    code, out = samsa(
+        broker, "transactions", "find-hanging", "--max-transaction-timeout", "0", "-o", "json"
+    )
+    assert [r for r in json.loads(out) if r["topic"] == topic] == []
