@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from kafka_support import wait_until
 
 from samsa.testing import InProcessBroker
 
@@ -198,7 +199,25 @@ def test_a_transaction_left_open_past_its_timeout_is_aborted(
     p.begin_transaction()
     p.produce(topic, b"never-visible", partition=2)
     p.flush(30)
-    # The coordinator aborts it: read_committed readers get past it without the record.
+    # The coordinator aborts it: the partition's last stable offset moves past the record and
+    # its abort marker, and read_committed readers get past it without the record.
+    watcher = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap_servers,
+            "group.id": _name("lso"),
+            "isolation.level": "read_committed",
+        }
+    )
+    try:
+        wait_until(
+            lambda: (
+                watcher.get_watermark_offsets(TopicPartition(topic, 2), 5, cached=False)[1] >= 2
+            ),
+            20,
+            what="the timed-out transaction aborted",
+        )
+    finally:
+        watcher.close()
     assert read_all(broker, topic, "read_committed", 0, timeout_s=8) == []
     with pytest.raises(KafkaException):
         p.commit_transaction(30)
