@@ -9,6 +9,7 @@ import random
 import threading
 import time
 from collections import Counter
+from pathlib import Path
 
 import pytest
 from cluster_support import ClusterFactory, create_topic, leader, wait_until
@@ -201,3 +202,20 @@ def test_coordinator_killed_mid_commit_leaves_no_half_transaction(
         assert seen == (per_round if outcome == "committed" else 0), (round_no, outcome, seen)
     everything = read_values(cluster, topic, "read_uncommitted", 3 * per_round)
     assert len(everything) >= 3 * per_round
+
+
+@pytest.mark.slow
+def test_application_killed_20_times_on_the_cluster_every_input_once(
+    start_cluster: ClusterFactory, tmp_path: Path
+) -> None:
+    """The exactly-once application across 6 partitions (RF=3) killed with -9 twenty times."""
+    from eos_support import kill_loop
+
+    cluster = start_cluster(3, **CONFIG)
+    inputs = 3000
+    committed, everything = kill_loop(
+        cluster.bootstrap_servers, tmp_path / "app.log", inputs=inputs, kills=20, replication=3
+    )
+    assert committed == Counter(f"out-{i}" for i in range(inputs))
+    assert set(everything) == set(committed)
+    assert sum(n - 1 for n in everything.values()) > 0, "no kill landed inside a transaction"
