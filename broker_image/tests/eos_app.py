@@ -23,6 +23,9 @@ def main() -> None:
             "auto.offset.reset": "earliest",
             "enable.auto.commit": False,
             "isolation.level": "read_committed",
+            # Static membership (KIP-345): the next instance takes over the killed one's
+            # partitions at once instead of after its session timeout.
+            "group.instance.id": txn_id,
             "session.timeout.ms": 6000,
             "heartbeat.interval.ms": 500,
         }

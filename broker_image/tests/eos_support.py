@@ -90,7 +90,7 @@ def kill_loop(
             assert app.stdout is not None
             assert app.stdout.readline().strip() == "ready"
             # A random point in its work: joining the group, mid-transaction, committing.
-            time.sleep(rng.uniform(0.2, 2.5))
+            time.sleep(rng.uniform(0.3, 4.0))
             app.kill()
             app.wait(30)
         final = start()

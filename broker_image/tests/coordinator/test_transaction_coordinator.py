@@ -36,8 +36,11 @@ class MemoryTxnStore:
     def __init__(self) -> None:
         self.logs: dict[int, list[tuple[bytes, bytes | None]]] = defaultdict(list)
         self.fail_with: BaseException | None = None
+        self.gate: asyncio.Event | None = None
 
     async def append(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> None:
+        if self.gate is not None:
+            await self.gate.wait()
         if self.fail_with is not None:
             raise self.fail_with
         self.logs[partition].extend(records)
@@ -308,6 +311,28 @@ async def test_bad_end_txn_requests_get_kafkas_errors(h: Harness) -> None:
     assert await h.coordinator.add_partitions("unknown", pid, epoch, [TP0]) is (
         E.invalid_producer_id_mapping
     )
+
+
+async def test_a_client_that_goes_away_leaves_no_transition_half_done(h: Harness) -> None:
+    pid, epoch = await init(h)
+    h.store.gate = asyncio.Event()
+    # The client disconnects while its AddPartitionsToTxn is being written: the write and
+    # the transition still complete.
+    request = asyncio.ensure_future(h.coordinator.add_partitions(TXN, pid, epoch, [TP0]))
+    await asyncio.sleep(0)
+    request.cancel()
+    h.store.gate.set()
+    await settle(h)
+    assert h.coordinator.describe(TXN).state == "Ongoing"
+    # Likewise an EndTxn: its markers are written after the decision.
+    h.store.gate = asyncio.Event()
+    request = asyncio.ensure_future(h.coordinator.end_transaction(TXN, pid, epoch, True))
+    await asyncio.sleep(0)
+    request.cancel()
+    h.store.gate.set()
+    await settle(h)
+    assert h.coordinator.describe(TXN).state == "CompleteCommit"
+    assert (await h.coordinator.init_producer_id(TXN, 1000)).error is E.none
 
 
 async def test_a_failed_log_write_is_reported_and_leaves_no_pending_state(h: Harness) -> None:

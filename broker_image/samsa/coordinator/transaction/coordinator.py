@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from samsa.coordinator.clock import AsyncioClock, Clock, TimerHandle
 from samsa.coordinator.transaction.config import TransactionConfig
@@ -38,6 +38,8 @@ from samsa.metadata.model import TopicPartition
 from samsa.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 _S = TransactionState
 
@@ -190,6 +192,22 @@ class TransactionCoordinator:
         A new id gets a producer id at epoch 0; a known one the next epoch, which fences its
         older producer. An ongoing transaction is aborted first, and the client is told
         CONCURRENT_TRANSACTIONS until that abort completes (it retries)."""
+        return await self._shielded(
+            self._init_producer_id(
+                transactional_id,
+                transaction_timeout_ms,
+                expected_producer_id,
+                expected_producer_epoch,
+            )
+        )
+
+    async def _init_producer_id(
+        self,
+        transactional_id: str,
+        transaction_timeout_ms: int,
+        expected_producer_id: int,
+        expected_producer_epoch: int,
+    ) -> InitProducerIdResult:
         if not transactional_id:
             return InitProducerIdResult(ErrorCode.invalid_request)
         if not self._active:
@@ -302,6 +320,17 @@ class TransactionCoordinator:
     ) -> ErrorCode:
         """AddPartitionsToTxn (and AddOffsetsToTxn, with the group's __consumer_offsets
         partition): the transaction begins (Ongoing) or grows."""
+        return await self._shielded(
+            self._add_partitions(transactional_id, producer_id, producer_epoch, partitions)
+        )
+
+    async def _add_partitions(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: Iterable[TopicPartition],
+    ) -> ErrorCode:
         if not transactional_id:
             return ErrorCode.invalid_request
         if not self._active:
@@ -362,8 +391,10 @@ class TransactionCoordinator:
         """EndTxn from the client."""
         if not self._active:
             return ErrorCode.coordinator_not_available
-        return await self._end_transaction(
-            transactional_id, producer_id, producer_epoch, committed, from_client=True
+        return await self._shielded(
+            self._end_transaction(
+                transactional_id, producer_id, producer_epoch, committed, from_client=True
+            )
         )
 
     async def _end_transaction(
@@ -617,6 +648,13 @@ class TransactionCoordinator:
         return ListTransactionsResult(ErrorCode.none, tuple(unknown), tuple(out))
 
     # ================================================================== helpers
+
+    async def _shielded(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run a request's work to its end even if its client goes away: a transition left
+        pending, or a decision written without its markers, would hold the transactional id
+        in CONCURRENT_TRANSACTIONS for good."""
+        task: asyncio.Task[T] = self._spawn(coro)
+        return await asyncio.shield(task)
 
     def _spawn(self, coro: Awaitable[Any]) -> asyncio.Task[Any]:
         task: asyncio.Task[Any] = asyncio.ensure_future(coro)

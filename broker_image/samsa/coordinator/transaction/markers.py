@@ -75,7 +75,9 @@ async def write_txn_markers(
     broker stopped coordinating the transaction or was fenced (a newer coordinator, or a
     newer producer epoch, finishes it)."""
     remaining = set(entry.partitions)
+    rounds = 0
     while remaining:
+        rounds += 1
         if not still_coordinator():
             return False
         by_broker: dict[int, list[TopicPartition]] = {}
@@ -105,6 +107,20 @@ async def write_txn_markers(
                 return dict.fromkeys(tps, ErrorCode.network_exception)
 
         answers = await asyncio.gather(*(send(b, tps) for b, tps in by_broker.items()))
+        failed: dict[TopicPartition, ErrorCode] = {}
+        for answer in answers:
+            failed.update({tp: e for tp, e in answer.items() if e is not ErrorCode.none})
+        # Retries are normal while leadership moves; a transaction that stays stuck says why.
+        if failed and rounds % 50 == 1:
+            log.info(
+                "markers of producer %d epoch %d: %d partitions still to write (%s); retrying",
+                entry.producer_id,
+                entry.producer_epoch,
+                len(remaining),
+                ", ".join(
+                    f"{tp.topic}-{tp.partition}: {e.name}" for tp, e in sorted(failed.items())[:5]
+                ),
+            )
         for answer in answers:
             for tp, error in answer.items():
                 if tp not in remaining:
