@@ -12,11 +12,12 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from cluster_support import ClusterFactory, create_topic, leader, wait_until
+from cluster_support import ClusterFactory, create_topic, wait_until
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from kafka_support import Wire
 
-from samsa.coordinator.offsets_topic import partition_for
 from samsa.local.cluster import LocalCluster
+from samsa.protocol.messages import build, request_type
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -80,14 +81,19 @@ def read_values(cluster: LocalCluster, topic: str, isolation: str, expect: int) 
     return values
 
 
-def coordinator_of(cluster: LocalCluster, txn_id: str) -> int:
-    p = partition_for(txn_id, TXN_PARTITIONS)
+def coordinator_of(cluster: LocalCluster, txn_id: str, alive: list[int]) -> int:
+    """The transactional id's coordinator, as clients find it (FindCoordinator, key type 1)."""
 
-    def found() -> int | None:
-        broker = leader(cluster, "__transaction_state", p)
-        return broker if broker >= 0 else None
+    def found() -> tuple[int] | None:  # a tuple: broker 0 is a coordinator too
+        for b in alive:
+            with Wire(cluster.broker(b).port, timeout=10) as wire:
+                request = build(request_type(10, 3), {"key": txn_id, "key_type": 1})
+                r = wire.request(10, 3, request)
+            if r.error_code == 0:
+                return (int(r.node_id),)
+        return None
 
-    return wait_until(found, 60, what="the coordinator")
+    return wait_until(found, 60, what="the coordinator")[0]
 
 
 def test_transactions_and_fencing_across_the_cluster(start_cluster: ClusterFactory) -> None:
@@ -169,7 +175,7 @@ def test_coordinator_killed_mid_commit_leaves_no_half_transaction(
         for i in range(per_round):
             p.produce(topic, f"r{round_no}-{i}".encode(), partition=i % PARTITIONS)
         p.flush(60)
-        victim = coordinator_of(cluster, txn_id)
+        victim = coordinator_of(cluster, txn_id, [0, 1, 2])
         result: list[BaseException | None] = []
 
         def commit(prod: Producer = p, sink: list[BaseException | None] = result) -> None:
