@@ -95,7 +95,7 @@ def write_markers(
                 WritableTxnMarkerV0(
                     producer_id=m.producer_id,
                     producer_epoch=m.producer_epoch,
-                    transaction_result=m.committed,
+                    transaction_result=m.transaction_result,
                     topics=tuple(
                         WritableTxnMarkerTopicV0(name=t.name, partition_indexes=t.partition_indexes)
                         for t in m.topics

@@ -99,8 +99,12 @@ DIFFERENCES: tuple[Difference, ...] = (
             "rebuilt on recovery. The log cleaner removes aborted records, and markers once "
             "their transaction has no records left and delete.retention.ms has passed. The "
             "difference: a transactional Produce is not checked with the coordinator "
-            "(Kafka 3.6+'s transaction.partition.verification.enable, KIP-890)."
+            "(Kafka 3.6+'s transaction.partition.verification.enable, KIP-890). WriteTxnMarkers "
+            "is served at Kafka 3.9's versions 0-1; Kafka 4 serves 1-2, v2 carrying the "
+            "transaction version of KIP-890's second part, which Samsa's coordinator does "
+            "not use."
         ),
+        checks=("api_versions.write_txn_markers",),
     ),
     Difference(
         api="LeaderAndIsr, StopReplica, UpdateMetadata, ControlledShutdown, AlterPartition",

@@ -1,5 +1,8 @@
 """Fetch (1): read committed batches, long-polling until min_bytes or max_wait.
 
+isolation_level=1 (read_committed) reads below the last stable offset and gets the aborted
+transactions overlapping what it reads, from the segments' `.txnindex`.
+
 Fetch sessions (KIP-227) are refused correctly: every response carries session id 0, so
 clients keep sending full fetches, and an incremental fetch of an unknown session gets
 FETCH_SESSION_ID_NOT_FOUND.

@@ -457,6 +457,10 @@ class Log:
             bound = max_offset if max_offset is not None and max_offset < upper else None
             info = segments[i].read(fetch_offset, max_bytes, bound, min_one_message, zero_copy)
             if info is not None:
+                if info.records and info.next_offset <= info.first_batch_offset:
+                    # A segment loaded at start-up and read to its end does not know its own
+                    # next offset: the next segment starts there.
+                    info.next_offset = upper if bound is None else min(upper, bound)
                 return info
             i += 1
         return FetchDataInfo(fetch_offset, b"")

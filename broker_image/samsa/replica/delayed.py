@@ -5,6 +5,10 @@ parked fetch wakes when the high watermark moves, not on an append that it canno
 follower's wakes on both: on an append for the records, and on the high watermark so that it
 learns the new one at once (Kafka's DelayedFetch completes a follower's fetch whose high
 watermark is stale), which consumers reading from followers (KIP-392) wait for.
+
+read_committed consumers read below the last stable offset, which moves only when the high
+watermark does (a marker's transaction holds it until the marker is below the high
+watermark), so the same wake serves them.
 """
 
 from __future__ import annotations

@@ -148,6 +148,9 @@ class Partition:
     def last_stable_offset(self) -> int:
         """min(first offset of the transactions not complete and replicated, high
         watermark): what read_committed consumers may read below."""
+        state = self.log.producer_state
+        if not state.ongoing_txns and not state.unreplicated_txns:
+            return self._high_watermark  # the common case, on every fetch: no transactions
         return self.log.last_stable_offset(self._high_watermark)
 
     # ------------------------------------------------------------------ roles

@@ -182,3 +182,16 @@ def test_a_follower_tracks_transactions_from_the_batches_it_replicates(tmp_path:
     assert follower.collect_aborted_txns(0, end) == [AbortedTxn(1, 0, 4, 2)]
     assert follower.last_stable_offset(end) == leader.last_stable_offset(end) == 5
     assert follower.producer_state.ongoing_txns == {3: 5}
+
+
+def test_a_read_of_a_reopened_segment_knows_where_it_ends(tmp_path: Path) -> None:
+    # The fetch path bounds its search for aborted transactions with the read's next offset.
+    plog = Log.open(tmp_path / "t-0", CONFIG)
+    while len(plog.segments) < 2:
+        plog.append_as_leader(txn(1, plog.log_end_offset, n=3), 0)
+    second = plog.segments[1].base_offset
+    plog.flush()
+    plog.close()
+    plog = Log.open(tmp_path / "t-0", CONFIG, recovery_point=second, clean_shutdown=True)
+    assert plog.read(0, 1 << 20).next_offset == second
+    plog.close()
