@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections import Counter
@@ -64,9 +65,11 @@ def kill_loop(
     partitions: int = 6,
     replication: int = 1,
     seed: int = 2026,
+    feed_pause_s: float = 0.3,
 ) -> tuple[Counter[str], Counter[str]]:
-    """Feed ``inputs`` records, run the application ``kills`` times killing it with -9 at a
-    random point each time, then once to the end. (read_committed, read_uncommitted) output."""
+    """Feed ``inputs`` records (25 at a time, ``feed_pause_s`` apart) while the application
+    runs ``kills`` times, killed with -9 at a random point each time, then once to the end.
+    (read_committed, read_uncommitted) output."""
     name = uuid.uuid4().hex[:6]
     source, sink, group, txn_id = f"in-{name}", f"out-{name}", f"app-{name}", f"app-tx-{name}"
     admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -74,9 +77,18 @@ def kill_loop(
     for f in admin.create_topics(topics).values():
         f.result(30)
     feeder = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all"})
-    for i in range(inputs):
-        feeder.produce(source, str(i).encode(), partition=i % partitions)
-    feeder.flush(30)
+
+    def feed() -> None:
+        # Paced over the kills, so that each instance has records to process when it dies.
+        for i in range(inputs):
+            feeder.produce(source, str(i).encode(), partition=i % partitions)
+            if i % 25 == 24:
+                feeder.flush(30)
+                time.sleep(feed_pause_s)
+        feeder.flush(30)
+
+    feeding = threading.Thread(target=feed, daemon=True)
+    feeding.start()
 
     rng = random.Random(seed)
     args = [sys.executable, str(APP), bootstrap, source, sink, group, txn_id]
@@ -94,6 +106,7 @@ def kill_loop(
             app.kill()
             app.wait(30)
         final = start()
+        feeding.join(300)
         try:
             wait_until(
                 lambda: len(read(bootstrap, sink, "read_committed", partitions)) >= inputs,
