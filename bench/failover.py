@@ -59,8 +59,9 @@ def _one(
                 "produce",
                 *_args(system, {"stream": LOAD_STREAM, "count": 10**9, "size": SIZE}),
             )
-            _wait_written(system.endpoint, LOAD_STREAM)
         try:
+            if background is not None:
+                _wait_written(system, LOAD_STREAM)
             values = measure_failover(system, stop)
         finally:
             if background is not None:
@@ -75,29 +76,13 @@ def _one(
         return values
 
 
-def _wait_written(bootstrap: str, stream: str, timeout: float = 60.0) -> None:
+def _wait_written(system: System, stream: str, timeout: float = 60.0) -> None:
     """Until the load generator's records are stored: it is connected and producing."""
-    from confluent_kafka import Consumer, KafkaException, TopicPartition
-
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-failover-watch"})
-
-    def written() -> int:
-        try:
-            return sum(
-                consumer.get_watermark_offsets(TopicPartition(stream, p), timeout=5)[1]
-                for p in range(6)
-            )
-        except KafkaException:  # the new stream's partitions are not in metadata yet
-            return 0
-
     deadline = time.monotonic() + timeout
-    try:
-        while written() == 0:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"nothing written to {stream} after {timeout:.0f} s")
-            time.sleep(0.1)
-    finally:
-        consumer.close()
+    while system.stored(stream) == 0:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"nothing written to {stream} after {timeout:.0f} s")
+        time.sleep(0.1)
 
 
 def _false_fences(system: System) -> set[int]:

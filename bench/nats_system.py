@@ -114,6 +114,12 @@ class NatsJetStream(System):
 
         return str(asyncio.run(self._jetstream(leader)))
 
+    def stored(self, stream: str) -> int:
+        async def count(js: JetStreamContext) -> int:
+            return int((await js.stream_info(stream)).state.messages)
+
+        return int(asyncio.run(self._jetstream(count)))
+
     def kill_leader(self, stream: str) -> None:
         self.servers[self.stream_leader(stream)].kill()
 

@@ -74,6 +74,13 @@ class RedisStreams(System):
         finally:
             client.close()
 
+    def stored(self, stream: str) -> int:
+        client = redis.Redis.from_url(self.endpoint)
+        try:
+            return int(client.xlen(stream))
+        finally:
+            client.close()
+
     def kill_leader(self, stream: str) -> None:
         self.server.kill()
         self.server.start()

@@ -47,6 +47,25 @@ class System(ABC):
     def kill_leader(self, stream: str) -> None:
         """SIGKILL the server leading `stream` (restarting it where no replica can take over)."""
 
+    def stored(self, stream: str) -> int:
+        """How many records `stream` holds (0 while it is not known yet)."""
+        if not self.kafka_protocol:
+            raise NotImplementedError
+        from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+        consumer = Consumer({"bootstrap.servers": self.endpoint, "group.id": "bench-stored"})
+        try:
+            topics = consumer.list_topics(stream, timeout=5).topics
+            partitions = topics[stream].partitions if stream in topics else {}
+            return sum(
+                consumer.get_watermark_offsets(TopicPartition(stream, p), timeout=5)[1]
+                for p in partitions
+            )
+        except KafkaException:  # a new stream not in metadata yet, a broker down
+            return 0
+        finally:
+            consumer.close()
+
     @abstractmethod
     def server_pids(self) -> list[int]:
         """The live server processes, for CPU accounting."""

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-for folder in ("broker_image/tests", "broker_image/tests/cluster"):
+for folder in ("broker_image/tests", "broker_image/tests/cluster", "broker_image/tests/security"):
     if str(REPO / folder) not in sys.path:
         sys.path.insert(0, str(REPO / folder))
 

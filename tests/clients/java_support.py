@@ -12,6 +12,7 @@ against the cached Kafka jars (``samsa.dev.kafka.java_program``).
 from __future__ import annotations
 
 import json
+import os
 import queue
 import subprocess
 import threading
@@ -29,13 +30,17 @@ RUN_TIMEOUT = 180.0
 Tool = Callable[..., subprocess.CompletedProcess[str]]
 
 
-def java_client(*scenarios: list[str], timeout: float = RUN_TIMEOUT) -> dict[str, Any]:
+def java_client(
+    *scenarios: list[str], timeout: float = RUN_TIMEOUT, client_config: Path | None = None
+) -> dict[str, Any]:
     """Run JavaClient scenarios (each a command and its flags) at once in one JVM; what each
-    found, by command (its stderr, on failure, in the message)."""
+    found, by command (its stderr, on failure, in the message). ``client_config``: a
+    properties file whose settings (security, say) every client of the run takes."""
     args = [word for scenario in scenarios for word in ("--", *scenario)]
     argv = java_program(JAVA / "JavaClient.java", args, heap="256m")
+    env = {**os.environ, "SAMSA_CLIENT_CONFIG": str(client_config) if client_config else ""}
     done = subprocess.run(
-        argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
+        argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL, env=env
     )
     assert done.returncode == 0, f"JavaClient failed: {done.stderr[-3000:]}"
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])

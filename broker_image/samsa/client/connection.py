@@ -3,6 +3,10 @@
 Requests are written in order and their futures resolved by correlation id as responses
 arrive; Kafka answers in order on a connection, so a response that does not match the oldest
 outstanding request means the stream is broken and the connection is closed.
+
+When the broker gives SASL sessions a lifetime (KIP-368), the connection re-authenticates
+after 85% of it, as Kafka's clients do: new requests wait while the ones in flight are
+answered and the SASL exchange runs again.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import itertools
 import logging
 import ssl
 import struct
+import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +29,8 @@ log = logging.getLogger(__name__)
 _SIZE = struct.Struct(">i")
 # Responses larger than this are a broken stream, not a Kafka answer.
 _MAX_RESPONSE = 512 * 1024 * 1024
+# Re-authenticate this far into the session's lifetime (Kafka's clients: 85% to 95%).
+_REAUTH_AT = 0.85
 
 
 class ConnectionClosed(ConnectionError):
@@ -58,6 +65,10 @@ class BrokerConnection:
         self._ids = itertools.count(1)
         self._read_task: asyncio.Task[None] | None = None
         self._closed = False
+        # KIP-368: the last SaslAuthenticate's session lifetime, and when to re-authenticate.
+        self.session_lifetime_ms = 0
+        self._reauth_at: float | None = None
+        self._reauthenticating: asyncio.Task[None] | None = None
 
     @property
     def closed(self) -> bool:
@@ -84,10 +95,39 @@ class BrokerConnection:
             except BaseException:
                 self.close()
                 raise
+            self._schedule_reauthentication()
         return self
+
+    def _schedule_reauthentication(self) -> None:
+        lifetime = self.session_lifetime_ms
+        self._reauth_at = time.monotonic() + _REAUTH_AT * lifetime / 1000 if lifetime else None
+
+    async def _reauthenticate(self) -> None:
+        from samsa.client.sasl import authenticate
+
+        assert self.security is not None
+        in_flight = [future for _, _, future in self._pending.values()]
+        if in_flight:
+            await asyncio.wait(in_flight, timeout=30)
+        try:
+            await authenticate(self, self.security, 30)
+        except BaseException:
+            self.close()
+            raise
+        self._schedule_reauthentication()
 
     async def request(self, api_key: int, version: int, body: Any, timeout_s: float = 30.0) -> Any:
         """Send one request and wait for its decoded response body."""
+        if self._reauth_at is not None and time.monotonic() >= self._reauth_at:
+            # Scheduled again once it is done; requests meanwhile wait for it below.
+            self._reauth_at = None
+            self._reauthenticating = asyncio.create_task(self._reauthenticate())
+        if self._reauthenticating is not None and not self._reauthenticating.done():
+            await asyncio.shield(self._reauthenticating)
+        return await self.send_now(api_key, version, body, timeout_s)
+
+    async def send_now(self, api_key: int, version: int, body: Any, timeout_s: float = 30.0) -> Any:
+        """Send at once, not waiting for a re-authentication (the SASL exchange itself)."""
         if self._closed or self._writer is None:
             raise ConnectionClosed(f"connection to {self.host}:{self.port} is closed")
         correlation_id = next(self._ids) & 0x7FFFFFFF

@@ -21,18 +21,22 @@ class SaslAuthenticationFailed(ConnectionError):
 
 async def _authenticate(conn: BrokerConnection, token: bytes, timeout_s: float) -> bytes:
     body = build(request_type(SASL_AUTHENTICATE, 1), {"auth_bytes": token})
-    response: Any = await conn.request(SASL_AUTHENTICATE, 1, body, timeout_s)
+    response: Any = await conn.send_now(SASL_AUTHENTICATE, 1, body, timeout_s)
     if response.error_code != ErrorCode.none:
         raise SaslAuthenticationFailed(
             f"{conn.host}:{conn.port}: {response.error_message or response.error_code}"
         )
+    lifetime = response.session_lifetime
+    conn.session_lifetime_ms = int(lifetime.total_seconds() * 1000) if lifetime else 0
     return bytes(response.auth_bytes)
 
 
 async def authenticate(conn: BrokerConnection, security: ClientSecurity, timeout_s: float) -> None:
+    """Authenticate (or re-authenticate, KIP-368) on the connection; the broker's session
+    lifetime is left in ``conn.session_lifetime_ms``."""
     mechanism = security.sasl_mechanism or ""
     body = build(request_type(SASL_HANDSHAKE, 1), {"mechanism": mechanism})
-    response: Any = await conn.request(SASL_HANDSHAKE, 1, body, timeout_s)
+    response: Any = await conn.send_now(SASL_HANDSHAKE, 1, body, timeout_s)
     if response.error_code != ErrorCode.none:
         raise SaslAuthenticationFailed(
             f"{conn.host}:{conn.port} does not offer {mechanism}"

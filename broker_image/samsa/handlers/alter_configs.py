@@ -8,6 +8,7 @@ from samsa.handlers import configs
 from samsa.handlers.context import BrokerServices, RequestContext
 from samsa.handlers.topic_admin import duplicated
 from samsa.protocol.errors import ErrorCode, KafkaApiError
+from samsa.security.acl import AclOperation
 
 KEY = 33
 MIN_VERSION, MAX_VERSION = 0, 2
@@ -29,6 +30,13 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
             responses.append(entry)
             continue
         try:
+            configs.authorize(
+                services,
+                ctx,
+                resource.resource_type,
+                resource.resource_name,
+                AclOperation.ALTER_CONFIGS,
+            )
             wanted = {c.name: c.value for c in resource.configs}
             await configs.replace(
                 services,

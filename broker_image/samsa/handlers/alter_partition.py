@@ -4,15 +4,23 @@ from __future__ import annotations
 
 from typing import Any
 
+from samsa.handlers.authorization import cluster_allowed
 from samsa.handlers.context import BrokerServices, RequestContext
 from samsa.metadata import TopicPartition
 from samsa.protocol.errors import ErrorCode
+from samsa.security.acl import AclOperation
 
 KEY = 56
 MIN_VERSION, MAX_VERSION = 2, 2
 
 
 async def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> dict[str, Any]:
+    if not cluster_allowed(services, ctx, AclOperation.CLUSTER_ACTION):
+        return {
+            "throttle_time": 0,
+            "error_code": ErrorCode.cluster_authorization_failed,
+            "topics": [],
+        }
     controller = services.controller
     if controller is None or not controller.active:
         return {"throttle_time": 0, "error_code": ErrorCode.not_controller, "topics": []}

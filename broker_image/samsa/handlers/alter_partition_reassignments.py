@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from samsa.handlers.authorization import cluster_allowed
 from samsa.handlers.context import BrokerServices, RequestContext
 from samsa.metadata import TopicPartition
 from samsa.protocol.errors import ErrorCode
+from samsa.security.acl import AclOperation
 
 KEY = 45
 MIN_VERSION, MAX_VERSION = 0, 1
@@ -22,7 +24,9 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
     allow_rf_change = getattr(request, "allow_replication_factor_change", True)
     top_error, top_message = ErrorCode.none, None
     results: dict[TopicPartition, tuple[ErrorCode, str | None]] = {}
-    if controller is None or not controller.active:
+    if not cluster_allowed(services, ctx, AclOperation.ALTER):
+        top_error = ErrorCode.cluster_authorization_failed
+    elif controller is None or not controller.active:
         top_error = ErrorCode.not_controller
         top_message = "This broker is not the controller"
     else:

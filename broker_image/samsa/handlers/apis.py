@@ -33,6 +33,7 @@ HandlerResult = Any  # a response as a dict (or kio body), wire chunks, or None 
 Handler = Callable[[BrokerServices, RequestContext, Any], HandlerResult | Awaitable[HandlerResult]]
 
 API_VERSIONS_KEY = 18
+SASL_HANDSHAKE_KEY = 17
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,16 @@ class KafkaApis:
         api = self.table.get(key)
         if api is None:
             log.info("closing connection from %s: unknown API key %d", conn.peer, key)
+            raise CloseConnection
+        if (
+            session is not None
+            and session.expires_at is not None
+            and session.expired(time.monotonic())
+            and key != SASL_HANDSHAKE_KEY
+        ):
+            # KIP-368: a session past its lifetime that did not re-authenticate, as Kafka's
+            # SocketServer closes it.
+            log.info("closing connection from %s: its SASL session expired", conn.peer)
             raise CloseConnection
         if session is not None and not session.authenticated and key not in PRE_AUTH:
             log.info(

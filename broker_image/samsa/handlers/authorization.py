@@ -65,6 +65,16 @@ def cluster_allowed(services: BrokerServices, ctx: RequestContext, op: AclOperat
     return allowed(services, ctx, op, ResourceType.CLUSTER)
 
 
+def allowed_on_any(
+    services: BrokerServices, ctx: RequestContext, op: AclOperation, rtype: ResourceType
+) -> bool:
+    """May the principal do ``op`` on some resource of the type (authorizeByResourceType)?"""
+    authorizer = services.authorizer
+    if authorizer is None:
+        return True
+    return authorizer.allowed_on_any(_session(ctx), _host(ctx), op, rtype)
+
+
 def operations(
     services: BrokerServices, ctx: RequestContext, rtype: ResourceType, name: str = CLUSTER_NAME
 ) -> int:
@@ -74,6 +84,19 @@ def operations(
     if authorizer is None:
         return authorized.SUPPORTED.get(rtype, NOT_PROVIDED)
     return authorizer.operations(_session(ctx), _host(ctx), rtype, name)
+
+
+def cluster_operations(
+    services: BrokerServices, ctx: RequestContext, requested: object, denied: int = 0
+) -> int:
+    """cluster_authorized_operations as Kafka fills it: "not provided" unless requested, the
+    bit set with DESCRIBE on the cluster, else ``denied`` (0 in DescribeCluster, "not
+    provided" in Metadata)."""
+    if not requested:
+        return NOT_PROVIDED
+    if not cluster_allowed(services, ctx, AclOperation.DESCRIBE):
+        return denied
+    return operations(services, ctx, ResourceType.CLUSTER)
 
 
 def binding_fields(b: AclBinding, pattern_key: str = "pattern_type") -> dict[str, object]:

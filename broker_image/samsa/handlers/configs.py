@@ -7,7 +7,8 @@ from typing import Any
 
 from samsa.config.kafka import BROKER_CONFIG
 from samsa.config.topic import BROKER_SYNONYMS
-from samsa.handlers.context import BrokerServices
+from samsa.handlers.authorization import cluster_allowed, group_allowed, topic_allowed
+from samsa.handlers.context import BrokerServices, RequestContext
 from samsa.handlers.topic_admin import (
     _CONFIG_TYPES,
     DEFAULT_CONFIG,
@@ -19,10 +20,26 @@ from samsa.handlers.topic_admin import (
 )
 from samsa.metadata import TopicMetadata
 from samsa.protocol.errors import ErrorCode, KafkaApiError
+from samsa.security.acl import AclOperation
 
 TOPIC = 2
 BROKER = 4
 BROKER_LOGGER = 8
+GROUP = 32
+
+
+def authorize(
+    services: BrokerServices, ctx: RequestContext, resource_type: int, name: str, op: AclOperation
+) -> None:
+    """Kafka's check before a config resource is described (DESCRIBE_CONFIGS) or altered
+    (ALTER_CONFIGS): on the topic, the group, or for broker resources the cluster; a refusal
+    is that resource type's authorization error."""
+    if resource_type == TOPIC and not topic_allowed(services, ctx, op, name):
+        raise KafkaApiError(ErrorCode.topic_authorization_failed, None)
+    if resource_type in (BROKER, BROKER_LOGGER) and not cluster_allowed(services, ctx, op):
+        raise KafkaApiError(ErrorCode.cluster_authorization_failed, None)
+    if resource_type == GROUP and not group_allowed(services, ctx, op, name):
+        raise KafkaApiError(ErrorCode.group_authorization_failed, None)
 
 
 def topic_of(services: BrokerServices, name: str) -> TopicMetadata:

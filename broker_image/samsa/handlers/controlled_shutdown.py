@@ -4,15 +4,21 @@ from __future__ import annotations
 
 from typing import Any
 
+from samsa.handlers.authorization import cluster_allowed
 from samsa.handlers.context import BrokerServices, RequestContext
 from samsa.protocol import controller_apis as apis
 from samsa.protocol.errors import ErrorCode
+from samsa.security.acl import AclOperation
 
 KEY = apis.CONTROLLED_SHUTDOWN
 MIN_VERSION = MAX_VERSION = apis.CONTROLLED_SHUTDOWN_VERSION
 
 
 async def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
+    if not cluster_allowed(services, ctx, AclOperation.CLUSTER_ACTION):
+        return apis.ControlledShutdownResponse(
+            error_code=ErrorCode.cluster_authorization_failed, remaining_partitions=()
+        )
     controller = services.controller
     if controller is None or not controller.active:
         return apis.ControlledShutdownResponse(

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from samsa.handlers.authorization import topic_allowed
 from samsa.handlers.context import BrokerServices, RequestContext
 from samsa.handlers.topic_admin import answer_when_led, duplicated
 from samsa.metadata.assignment import assign_replicas
 from samsa.protocol.errors import ErrorCode
+from samsa.security.acl import AclOperation
 
 KEY = 37
 MIN_VERSION, MAX_VERSION = 0, 3
@@ -34,7 +36,10 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
             continue
         topic = services.cache.topic(name)
         code, message = ErrorCode.none, None
-        if topic is None:
+        if not topic_allowed(services, ctx, AclOperation.ALTER, name):
+            code = ErrorCode.topic_authorization_failed
+            message = "The topic authorization is failed."
+        elif topic is None:
             code = ErrorCode.unknown_topic_or_partition
         elif item.count <= topic.partition_count:
             code = ErrorCode.invalid_partitions

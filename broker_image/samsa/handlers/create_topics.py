@@ -62,7 +62,10 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
             cluster_allowed(services, ctx, AclOperation.CREATE)
             or topic_allowed(services, ctx, AclOperation.CREATE, name)
         ):
-            results.append(_result(name, ErrorCode.topic_authorization_failed, None))
+            refused = _result(name, ErrorCode.topic_authorization_failed, "Authorization failed.")
+            if not topic_allowed(services, ctx, AclOperation.DESCRIBE_CONFIGS, name):
+                refused["topic_config_error_code"] = ErrorCode.topic_authorization_failed
+            results.append(refused)
             continue
         assignments = {a.partition_index: list(a.broker_ids) for a in topic.assignments}
         configs = {c.name: c.value for c in topic.configs}
@@ -84,6 +87,12 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
             results.append(_result(name, exc.code, exc.message))
             continue
         entry = _result(name, ErrorCode.none)
+        if not topic_allowed(services, ctx, AclOperation.DESCRIBE_CONFIGS, name):
+            # As Kafka: created, but its configs are not shown without DESCRIBE_CONFIGS.
+            entry["topic_config_error_code"] = ErrorCode.topic_authorization_failed
+            entry["topic_id"] = created.topic_id
+            results.append(entry)
+            continue
         entry.update(
             topic_id=created.topic_id,
             num_partitions=created.partition_count,

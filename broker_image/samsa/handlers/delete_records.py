@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from samsa.handlers.authorization import topic_allowed
 from samsa.handlers.context import BrokerServices, RequestContext
 from samsa.metadata import TopicPartition
 from samsa.protocol.errors import ErrorCode
 from samsa.protocol.messages import ms
+from samsa.security.acl import AclOperation
 
 KEY = 21
 MIN_VERSION, MAX_VERSION = 0, 2
@@ -23,9 +25,12 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
     results: dict[TopicPartition, tuple[ErrorCode, int]] = {}
     offsets: dict[TopicPartition, int] = {}
     for topic in request.topics:
+        deletable = topic_allowed(services, ctx, AclOperation.DELETE, topic.name)
         for p in topic.partitions:
             tp = TopicPartition(topic.name, p.partition_index)
-            if services.cache.partition_state(tp.topic, tp.partition) is None:
+            if not deletable:
+                results[tp] = (ErrorCode.topic_authorization_failed, -1)
+            elif services.cache.partition_state(tp.topic, tp.partition) is None:
                 results[tp] = (ErrorCode.unknown_topic_or_partition, -1)
             else:
                 offsets[tp] = p.offset

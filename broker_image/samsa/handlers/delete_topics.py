@@ -5,10 +5,12 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from samsa.handlers.authorization import topic_allowed
 from samsa.handlers.context import BrokerServices, RequestContext
 from samsa.handlers.topic_admin import duplicated
 from samsa.metadata.names import is_internal
 from samsa.protocol.errors import ErrorCode
+from samsa.security.acl import AclOperation
 
 KEY = 20
 MIN_VERSION, MAX_VERSION = 1, 6
@@ -37,7 +39,8 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
     for name, topic_id in wanted:
         if name in twice:
             continue
-        if name is None and topic_id is not None:
+        by_id = name is None and topic_id is not None
+        if by_id:
             name = cache.topic_name(topic_id)
         topic = cache.topic(name) if name else None
         entry: dict[str, Any] = {
@@ -46,7 +49,13 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
             "error_code": ErrorCode.none,
             "error_message": None,
         }
-        if topic is None:
+        # As Kafka: DELETE on the topic is checked before it is looked up; a topic named by
+        # an id the principal may not describe is not named back.
+        if name is not None and not topic_allowed(services, ctx, AclOperation.DELETE, name):
+            entry["error_code"] = ErrorCode.topic_authorization_failed
+            if by_id and not topic_allowed(services, ctx, AclOperation.DESCRIBE, name):
+                entry["name"] = None
+        elif topic is None:
             entry["error_code"] = (
                 ErrorCode.unknown_topic_id if name is None else ErrorCode.unknown_topic_or_partition
             )

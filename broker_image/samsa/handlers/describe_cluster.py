@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from samsa.handlers import authorized
+from samsa.handlers.authorization import cluster_operations
 from samsa.handlers.context import BrokerServices, RequestContext
 from samsa.protocol.errors import ErrorCode
 
@@ -38,7 +39,7 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> dict[
             {"broker_id": b.id, "host": b.host, "port": b.port, "rack": b.rack, "is_fenced": False}
             for b in cache.brokers(ctx.conn.listener)
         ],
-        "cluster_authorized_operations": authorized.operations(
-            request.include_cluster_authorized_operations, authorized.CLUSTER
+        "cluster_authorized_operations": cluster_operations(
+            services, ctx, request.include_cluster_authorized_operations
         ),
     }

@@ -8,6 +8,7 @@ from samsa.handlers import configs
 from samsa.handlers.context import BrokerServices, RequestContext
 from samsa.handlers.topic_admin import DYNAMIC_TOPIC_CONFIG
 from samsa.protocol.errors import ErrorCode, KafkaApiError
+from samsa.security.acl import AclOperation
 
 KEY = 32
 MIN_VERSION, MAX_VERSION = 1, 4
@@ -24,6 +25,13 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> dict[
             "configs": [],
         }
         try:
+            configs.authorize(
+                services,
+                ctx,
+                resource.resource_type,
+                resource.resource_name,
+                AclOperation.DESCRIBE_CONFIGS,
+            )
             entries = configs.describe(services, resource.resource_type, resource.resource_name)
         except KafkaApiError as exc:
             entry.update(configs.resource_error(exc))

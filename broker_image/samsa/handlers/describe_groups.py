@@ -5,10 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from samsa.coordinator import GroupSummary
-from samsa.handlers import authorized
+from samsa.handlers.authorization import group_allowed, operations
 from samsa.handlers.context import BrokerServices, RequestContext
 from samsa.handlers.groups import NOT_AVAILABLE, coordinator
 from samsa.protocol.errors import ErrorCode
+from samsa.security.acl import AclOperation, ResourceType
+
+NOT_REQUESTED = -(2**31)
 
 KEY = 15
 MIN_VERSION, MAX_VERSION = 0, 6
@@ -33,20 +36,30 @@ def _entry(summary: GroupSummary) -> dict[str, Any]:
             }
             for m in summary.members
         ],
-        "authorized_operations": authorized.NOT_REQUESTED,
+        "authorized_operations": NOT_REQUESTED,
     }
 
 
 async def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> dict[str, Any]:
+    # As Kafka: DESCRIBE on each group, else GROUP_AUTHORIZATION_FAILED for it.
+    allowed = [g for g in request.groups if group_allowed(services, ctx, AclOperation.DESCRIBE, g)]
+    refused = [
+        GroupSummary(g, ErrorCode.group_authorization_failed, "")
+        for g in request.groups
+        if g not in allowed
+    ]
     group_coordinator = coordinator(services)
     if group_coordinator is None:
-        summaries = [GroupSummary(g, NOT_AVAILABLE, "") for g in request.groups]
+        summaries = [GroupSummary(g, NOT_AVAILABLE, "") for g in allowed]
+    elif allowed:
+        summaries = await group_coordinator.describe_groups(allowed, ctx.version)
     else:
-        summaries = await group_coordinator.describe_groups(request.groups, ctx.version)
-    groups = [_entry(s) for s in summaries]
-    for g in groups:
-        if g["error_code"] == ErrorCode.none:
-            g["authorized_operations"] = authorized.operations(
-                getattr(request, "include_authorized_operations", False), authorized.GROUP
-            )
+        summaries = []
+    groups = [_entry(s) for s in [*refused, *summaries]]
+    if getattr(request, "include_authorized_operations", False):
+        for g in groups:
+            if g["error_code"] == ErrorCode.none:
+                g["authorized_operations"] = operations(
+                    services, ctx, ResourceType.GROUP, g["group_id"]
+                )
     return {"throttle_time": 0, "groups": groups}

@@ -8,15 +8,24 @@ from __future__ import annotations
 import shutil
 from typing import Any
 
+from samsa.handlers.authorization import cluster_allowed
 from samsa.handlers.context import BrokerServices, RequestContext
 from samsa.metadata import TopicPartition
 from samsa.protocol.errors import ErrorCode
+from samsa.security.acl import AclOperation
 
 KEY = 35
 MIN_VERSION, MAX_VERSION = 1, 4
 
 
 def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> dict[str, Any]:
+    if not cluster_allowed(services, ctx, AclOperation.DESCRIBE):
+        # As Kafka: no directories, and (v3+) CLUSTER_AUTHORIZATION_FAILED.
+        return {
+            "throttle_time": 0,
+            "error_code": ErrorCode.cluster_authorization_failed,
+            "results": [],
+        }
     replicas = services.replica_manager
     logs = replicas.log_manager.logs
     if request.topics is None:

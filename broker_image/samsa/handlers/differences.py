@@ -163,26 +163,11 @@ DIFFERENCES: tuple[Difference, ...] = (
         checks=("api_versions.describe_log_dirs", "api_versions.alter_replica_log_dirs"),
     ),
     Difference(
-        api="ACLs",
-        what="Not every request is authorized yet.",
-        why=(
-            "With authorizer.class.name set, Produce, Fetch, Metadata, CreateTopics, JoinGroup "
-            "and the ACL and SCRAM admin APIs check Kafka's operations (docs/security.md); the "
-            "other group APIs, ListOffsets, DeleteTopics, CreatePartitions, DeleteRecords, the "
-            "config APIs and the controller's requests do not yet. DescribeGroups and "
-            'DescribeCluster answer authorized operations with "not provided" (-2147483648). '
-            "ACLs written by another broker are seen within 2 s (no /kafka-acl-changes)."
-        ),
-    ),
-    Difference(
         api="SaslHandshake, SaslAuthenticate",
-        what="PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 only; no re-authentication.",
+        what="PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 only.",
         why=(
             "GSSAPI (Kerberos), OAUTHBEARER and delegation tokens are not offered: enabling them "
-            "stops start-up with a message. KIP-368 re-authentication is not offered: "
-            "SaslAuthenticate answers session_lifetime_ms=0 (as Kafka does when "
-            "connections.max.reauth.ms is 0, its default), and a second SaslHandshake on an "
-            "authenticated connection gets ILLEGAL_SASL_STATE. TLS key and trust stores are PEM "
+            "stops start-up with a message. TLS key and trust stores are PEM "
             "only (KIP-651); JKS and PKCS12 are refused. SCRAM credential changes are not "
             "announced under /config/changes: brokers read /config/users at each "
             "authentication. Fetched records are copied into memory on TLS connections "

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from samsa.handlers.authorization import cluster_allowed
 from samsa.handlers.context import BrokerServices, RequestContext
 from samsa.metadata import TopicPartition
 from samsa.protocol.errors import ErrorCode
+from samsa.security.acl import AclOperation
 
 KEY = 43
 MIN_VERSION, MAX_VERSION = 0, 2
@@ -23,7 +25,10 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
     controller = services.controller
     top_error = ErrorCode.none
     results: dict[TopicPartition, tuple[ErrorCode, str | None]] = {}
-    if controller is None:
+    if not cluster_allowed(services, ctx, AclOperation.ALTER):
+        top_error = ErrorCode.cluster_authorization_failed
+        results = dict.fromkeys(wanted or [], (top_error, None))
+    elif controller is None:
         # Standalone: every partition has one replica, which leads it already.
         for tp in wanted or []:
             known = services.cache.partition_state(tp.topic, tp.partition) is not None

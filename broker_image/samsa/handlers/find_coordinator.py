@@ -9,7 +9,7 @@ from typing import Any
 
 from samsa.coordinator import GROUP_METADATA_TOPIC_NAME
 from samsa.coordinator.transaction import TRANSACTION_STATE_TOPIC_NAME
-from samsa.handlers.authorization import transactional_id_allowed
+from samsa.handlers.authorization import group_allowed, transactional_id_allowed
 from samsa.handlers.context import BrokerServices, RequestContext
 from samsa.handlers.groups import coordinator
 from samsa.handlers.topic_admin import ensure_offsets_topic, ensure_transaction_state_topic
@@ -77,6 +77,9 @@ async def _lookup(
     if key_type != GROUP_KEY_TYPE:
         entry["error_code"] = ErrorCode.invalid_request
         entry["error_message"] = f"Unknown coordinator key type {key_type}"
+        return entry
+    if not group_allowed(services, ctx, AclOperation.DESCRIBE, key):
+        entry["error_code"] = ErrorCode.group_authorization_failed
         return entry
     group_coordinator = coordinator(services)
     if group_coordinator is None or not group_coordinator.is_active:

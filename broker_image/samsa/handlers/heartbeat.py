@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from samsa.handlers.authorization import group_allowed
 from samsa.handlers.context import BrokerServices, RequestContext
 from samsa.handlers.groups import NOT_AVAILABLE, coordinator
+from samsa.protocol.errors import ErrorCode
+from samsa.security.acl import AclOperation
 
 KEY = 12
 MIN_VERSION, MAX_VERSION = 0, 4
@@ -13,7 +16,9 @@ MIN_VERSION, MAX_VERSION = 0, 4
 
 async def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> dict[str, Any]:
     group_coordinator = coordinator(services)
-    if group_coordinator is None:
+    if not group_allowed(services, ctx, AclOperation.READ, request.group_id):
+        error = ErrorCode.group_authorization_failed
+    elif group_coordinator is None:
         error = NOT_AVAILABLE
     else:
         error = await group_coordinator.heartbeat(

@@ -10,6 +10,7 @@ from samsa.handlers import configs
 from samsa.handlers.context import BrokerServices, RequestContext
 from samsa.handlers.topic_admin import duplicated
 from samsa.protocol.errors import ErrorCode, KafkaApiError
+from samsa.security.acl import AclOperation
 
 KEY = 44
 MIN_VERSION, MAX_VERSION = 0, 1
@@ -68,6 +69,13 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
             responses.append(entry)
             continue
         try:
+            configs.authorize(
+                services,
+                ctx,
+                resource.resource_type,
+                resource.resource_name,
+                AclOperation.ALTER_CONFIGS,
+            )
             current = configs.current_overrides(
                 services, resource.resource_type, resource.resource_name
             )

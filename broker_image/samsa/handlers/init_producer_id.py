@@ -10,13 +10,17 @@ import logging
 from typing import Any
 
 from samsa.coordinator.producer_id_manager import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
-from samsa.handlers.authorization import transactional_id_allowed
+from samsa.handlers.authorization import (
+    allowed_on_any,
+    cluster_allowed,
+    transactional_id_allowed,
+)
 from samsa.handlers.context import BrokerServices, RequestContext
 from samsa.handlers.transactions import fenced_for, transaction_coordinator
 from samsa.metadata.producer_ids import CorruptProducerIdBlockError, ProducerIdsExhaustedError
 from samsa.protocol.errors import ErrorCode
 from samsa.protocol.messages import ms
-from samsa.security.acl import AclOperation
+from samsa.security.acl import AclOperation, ResourceType
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +61,12 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
         )
         error = fenced_for(ctx.version, FIRST_PRODUCER_FENCED, result.error)
         return _answer(error, result.producer_id, result.producer_epoch)
+    # An idempotent producer needs IDEMPOTENT_WRITE on the cluster or WRITE on some topic
+    # (KIP-679), as in Kafka.
+    if not cluster_allowed(services, ctx, AclOperation.IDEMPOTENT_WRITE) and not allowed_on_any(
+        services, ctx, AclOperation.WRITE, ResourceType.TOPIC
+    ):
+        return _answer(ErrorCode.cluster_authorization_failed)
     manager = services.producer_id_manager
     if manager is None:
         return _answer(ErrorCode.coordinator_not_available)

@@ -4,17 +4,23 @@ from __future__ import annotations
 
 from typing import Any
 
+from samsa.handlers.authorization import cluster_allowed
 from samsa.handlers.context import BrokerServices, RequestContext
 from samsa.metadata import PartitionState
 from samsa.protocol import controller_apis as apis
 from samsa.protocol.errors import ErrorCode
 from samsa.replica import LeaderAndIsrPartition
+from samsa.security.acl import AclOperation
 
 KEY = apis.LEADER_AND_ISR
 MIN_VERSION = MAX_VERSION = apis.LEADER_AND_ISR_VERSION
 
 
 def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
+    if not cluster_allowed(services, ctx, AclOperation.CLUSTER_ACTION):
+        return apis.LeaderAndIsrResponse(
+            error_code=ErrorCode.cluster_authorization_failed, topics=()
+        )
     manager = services.replica_manager
     for leader in request.live_leaders:
         manager.known_brokers[leader.broker_id] = (leader.host_name, leader.port)

@@ -5,8 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from samsa.coordinator import LeaveResult, MemberIdentity
+from samsa.handlers.authorization import group_allowed
 from samsa.handlers.context import BrokerServices, RequestContext
 from samsa.handlers.groups import NOT_AVAILABLE, coordinator
+from samsa.protocol.errors import ErrorCode
+from samsa.security.acl import AclOperation
 
 KEY = 13
 MIN_VERSION, MAX_VERSION = 0, 5
@@ -22,7 +25,9 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
     else:
         members = [MemberIdentity(request.member_id)]
     group_coordinator = coordinator(services)
-    if group_coordinator is None:
+    if not group_allowed(services, ctx, AclOperation.READ, request.group_id):
+        result = LeaveResult(ErrorCode.group_authorization_failed)
+    elif group_coordinator is None:
         result = LeaveResult(NOT_AVAILABLE)
     else:
         result = await group_coordinator.leave_group(request.group_id, members)

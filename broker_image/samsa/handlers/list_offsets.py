@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from samsa.handlers.authorization import topic_allowed
 from samsa.handlers.context import BrokerServices, RequestContext
 from samsa.metadata import TopicPartition
 from samsa.protocol.errors import ErrorCode, KafkaApiError
+from samsa.security.acl import AclOperation
 
 KEY = 2
 MIN_VERSION, MAX_VERSION = 1, 11
@@ -20,6 +22,7 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> dict[
     topics = []
     seen: set[TopicPartition] = set()
     for topic in request.topics:
+        describable = topic_allowed(services, ctx, AclOperation.DESCRIBE, topic.name)
         partitions = []
         for p in topic.partitions:
             tp = TopicPartition(topic.name, p.partition_index)
@@ -30,7 +33,9 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> dict[
                 "offset": -1,
                 "leader_epoch": -1,
             }
-            if tp in seen:
+            if not describable:
+                entry["error_code"] = ErrorCode.topic_authorization_failed
+            elif tp in seen:
                 entry["error_code"] = ErrorCode.invalid_request
             elif p.timestamp < 0 and ctx.version < SENTINEL_SINCE.get(p.timestamp, 1 << 15):
                 entry["error_code"] = ErrorCode.unsupported_version

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from samsa.handlers.authorization import cluster_allowed
 from samsa.handlers.context import BrokerServices, RequestContext
 from samsa.metadata import TopicPartition
 from samsa.protocol.errors import ErrorCode
+from samsa.security.acl import AclOperation
 
 KEY = 46
 MIN_VERSION, MAX_VERSION = 0, 0
@@ -14,6 +16,13 @@ MIN_VERSION, MAX_VERSION = 0, 0
 
 def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> dict[str, Any]:
     controller = services.controller
+    if not cluster_allowed(services, ctx, AclOperation.DESCRIBE):
+        return {
+            "throttle_time": 0,
+            "error_code": ErrorCode.cluster_authorization_failed,
+            "error_message": None,
+            "topics": [],
+        }
     if controller is not None and not controller.active:
         return {
             "throttle_time": 0,

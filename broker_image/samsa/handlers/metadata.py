@@ -8,6 +8,7 @@ from typing import Any
 from samsa.handlers.authorization import (
     NOT_PROVIDED,
     cluster_allowed,
+    cluster_operations,
     operations,
     topic_allowed,
 )
@@ -115,7 +116,9 @@ def _with_operations(
                     services, ctx, ResourceType.TOPIC, topic["name"]
                 )
     if getattr(request, "include_cluster_authorized_operations", False):
-        response["cluster_authorized_operations"] = operations(services, ctx, ResourceType.CLUSTER)
+        response["cluster_authorized_operations"] = cluster_operations(
+            services, ctx, True, denied=NOT_PROVIDED
+        )
     return response
 
 

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import replace
 from typing import Any
 
-from samsa.coordinator import OffsetFetchResult
+from samsa.coordinator import OffsetFetchPartition, OffsetFetchResult
+from samsa.handlers.authorization import group_allowed, topic_allowed
 from samsa.handlers.context import BrokerServices, RequestContext
 from samsa.handlers.groups import NOT_AVAILABLE, coordinator
 from samsa.metadata import TopicPartition
 from samsa.protocol.errors import ErrorCode
+from samsa.security.acl import AclOperation
 
 KEY = 9
 # v10 names topics by id (KIP-848); clients fall back to v9.
@@ -25,12 +28,34 @@ def _partitions(topics: Any) -> list[TopicPartition] | None:
 
 
 async def _fetch(
-    services: BrokerServices, group_id: str, topics: Any, require_stable: bool
+    services: BrokerServices, ctx: RequestContext, group_id: str, topics: Any, stable: bool
 ) -> OffsetFetchResult:
+    """As Kafka: DESCRIBE on the group, else GROUP_AUTHORIZATION_FAILED; offsets only of
+    topics the principal may describe (TOPIC_AUTHORIZATION_FAILED for those asked for by name,
+    left out of an all-topics answer)."""
+    if not group_allowed(services, ctx, AclOperation.DESCRIBE, group_id):
+        return OffsetFetchResult(ErrorCode.group_authorization_failed)
     group_coordinator = coordinator(services)
     if group_coordinator is None:
         return OffsetFetchResult(NOT_AVAILABLE)
-    return await group_coordinator.fetch_offsets(group_id, _partitions(topics), require_stable)
+    wanted = _partitions(topics)
+
+    def describable(topic: str) -> bool:
+        return topic_allowed(services, ctx, AclOperation.DESCRIBE, topic)
+
+    refused = [tp for tp in wanted or () if not describable(tp.topic)]
+    if wanted is not None:
+        wanted = [tp for tp in wanted if tp not in refused]
+    if wanted == [] and refused:
+        result = OffsetFetchResult(ErrorCode.none)
+    else:
+        result = await group_coordinator.fetch_offsets(group_id, wanted, stable)
+    if result.error != ErrorCode.none:
+        return result
+    denied = ErrorCode.topic_authorization_failed
+    kept = [p for p in result.partitions if describable(p.topic)]
+    kept += [OffsetFetchPartition(tp.topic, tp.partition, error=denied) for tp in refused]
+    return replace(result, partitions=tuple(kept))
 
 
 def _topics(
@@ -67,7 +92,7 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
     if ctx.version >= FIRST_MULTI_GROUP:
         groups = []
         for g in request.groups:
-            result = await _fetch(services, g.group_id, g.topics, require_stable)
+            result = await _fetch(services, ctx, g.group_id, g.topics, require_stable)
             groups.append(
                 {
                     "group_id": g.group_id,
@@ -76,7 +101,7 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
                 }
             )
         return {"throttle_time": 0, "groups": groups}
-    result = await _fetch(services, request.group_id, request.topics, require_stable)
+    result = await _fetch(services, ctx, request.group_id, request.topics, require_stable)
     return {
         "throttle_time": 0,
         "topics": _topics(result, _partitions(request.topics), ctx.version),

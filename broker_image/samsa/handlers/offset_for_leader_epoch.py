@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from samsa.handlers.authorization import cluster_allowed, topic_allowed
 from samsa.handlers.context import BrokerServices, RequestContext
 from samsa.metadata import TopicPartition
 from samsa.protocol.errors import ErrorCode
+from samsa.security.acl import AclOperation
 
 KEY = 23
 MIN_VERSION, MAX_VERSION = 2, 4
@@ -44,8 +46,19 @@ def _answer(
 
 def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> dict[str, Any]:
     replica_id = getattr(request, "replica_id", DEBUGGING_REPLICA)
+    # As Kafka: CLUSTER_ACTION (a follower) or DESCRIBE on the topic (a consumer, KIP-320).
+    replica = cluster_allowed(services, ctx, AclOperation.CLUSTER_ACTION)
     topics = []
     for topic in request.topics:
+        if not replica and not topic_allowed(services, ctx, AclOperation.DESCRIBE, topic.topic):
+            denied = {
+                "error_code": ErrorCode.topic_authorization_failed,
+                "leader_epoch": -1,
+                "end_offset": -1,
+            }
+            refused = [{"partition": p.partition, **denied} for p in topic.partitions]
+            topics.append({"topic": topic.topic, "partitions": refused})
+            continue
         partitions = [
             _answer(
                 services,

@@ -1,5 +1,6 @@
 """SaslAuthenticate (36): one SASL token each way; a failure is answered, then the connection
-closes. Re-authentication (KIP-368) is not offered: session_lifetime_ms is 0."""
+closes. session_lifetime_ms is connections.max.reauth.ms (0: sessions never expire), as Kafka
+answers for credentials that do not expire (KIP-368)."""
 
 from __future__ import annotations
 
@@ -14,12 +15,14 @@ KEY = 36
 MIN_VERSION, MAX_VERSION = 0, 2
 
 
-def _answer(code: ErrorCode, message: str | None, token: bytes = b"") -> dict[str, Any]:
+def _answer(
+    code: ErrorCode, message: str | None, token: bytes = b"", lifetime_ms: int = 0
+) -> dict[str, Any]:
     return {
         "error_code": code,
         "error_message": message,
         "auth_bytes": token,
-        "session_lifetime": 0,
+        "session_lifetime": lifetime_ms,
     }
 
 
@@ -27,7 +30,8 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
     session: ConnectionSession | None = getattr(ctx.conn, "session", None)
     sasl = services.sasl
     if session is None or sasl is None or session.authenticated or session.mechanism is None:
-        if session is not None:
+        # After authentication Kafka's KafkaApis answers this and keeps the connection.
+        if session is not None and not session.authenticated:
             session.close_after_response = True
         return _answer(
             ErrorCode.illegal_sasl_state,
@@ -38,4 +42,4 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
     except SaslAuthenticationError as exc:
         session.close_after_response = True
         return _answer(ErrorCode.sasl_authentication_failed, str(exc))
-    return _answer(ErrorCode.none, None, token)
+    return _answer(ErrorCode.none, None, token, session.lifetime_ms if session.authenticated else 0)

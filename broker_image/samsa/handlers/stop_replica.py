@@ -4,16 +4,22 @@ from __future__ import annotations
 
 from typing import Any
 
+from samsa.handlers.authorization import cluster_allowed
 from samsa.handlers.context import BrokerServices, RequestContext
 from samsa.metadata import TopicPartition
 from samsa.protocol import controller_apis as apis
 from samsa.protocol.errors import ErrorCode
+from samsa.security.acl import AclOperation
 
 KEY = apis.STOP_REPLICA
 MIN_VERSION = MAX_VERSION = apis.STOP_REPLICA_VERSION
 
 
 def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
+    if not cluster_allowed(services, ctx, AclOperation.CLUSTER_ACTION):
+        return apis.StopReplicaResponse(
+            error_code=ErrorCode.cluster_authorization_failed, partition_errors=()
+        )
     manager = services.replica_manager
     if not manager.check_controller_epoch(request.controller_epoch):
         return apis.StopReplicaResponse(

@@ -5,8 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from samsa.coordinator import SyncResult
+from samsa.handlers.authorization import group_allowed
 from samsa.handlers.context import BrokerServices, RequestContext
 from samsa.handlers.groups import NOT_AVAILABLE, coordinator
+from samsa.protocol.errors import ErrorCode
+from samsa.security.acl import AclOperation
 
 KEY = 14
 MIN_VERSION, MAX_VERSION = 0, 5
@@ -14,7 +17,9 @@ MIN_VERSION, MAX_VERSION = 0, 5
 
 async def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> dict[str, Any]:
     group_coordinator = coordinator(services)
-    if group_coordinator is None:
+    if not group_allowed(services, ctx, AclOperation.READ, request.group_id):
+        result = SyncResult(ErrorCode.group_authorization_failed)
+    elif group_coordinator is None:
         result = SyncResult(NOT_AVAILABLE)
     else:
         result = await group_coordinator.sync_group(

@@ -351,10 +351,17 @@ class KafkaZkClient:
         return stat
 
     async def create(
-        self, path: str, value: bytes = b"", ephemeral: bool = False, makepath: bool = False
+        self,
+        path: str,
+        value: bytes = b"",
+        ephemeral: bool = False,
+        makepath: bool = False,
+        sequence: bool = False,
     ) -> str:
         created: str = await self._wait(
-            self.zk.create_async(path, value, ephemeral=ephemeral, makepath=makepath)
+            self.zk.create_async(
+                path, value, ephemeral=ephemeral, makepath=makepath, sequence=sequence
+            )
         )
         return created
 

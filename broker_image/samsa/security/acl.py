@@ -204,6 +204,52 @@ def authorize(
     )
 
 
+def authorize_by_resource_type(
+    bindings: Iterable[AclBinding],
+    principal: str,
+    host: str,
+    op: AclOperation,
+    rtype: ResourceType,
+    *,
+    super_users: frozenset[str] = frozenset(),
+    allow_if_no_acl: bool = False,
+) -> bool:
+    """May the principal do ``op`` on at least one resource of the type (Kafka's
+    Authorizer.authorizeByResourceType, which InitProducerId asks for WRITE on any topic)?
+
+    As Kafka: allowed if the operation is allowed on a made-up name (super users, and
+    allow.everyone.if.no.acl.found); else if some ALLOW for it is not wholly covered by a DENY:
+    a wildcard DENY covers everything, a literal DENY its own name, a prefixed DENY every name
+    that starts with it. Implied operations do not count here.
+    """
+    listed = list(bindings)
+    kwargs: dict[str, Any] = {"super_users": super_users, "allow_if_no_acl": allow_if_no_acl}
+    if authorize(listed, principal, host, op, rtype, "hardcode", **kwargs):
+        return True
+    deny_literal: set[str] = set()
+    deny_prefixed: set[str] = set()
+    allows: list[AclBinding] = []
+    for b in listed:
+        if b.resource_type != rtype or b.operation not in (op, AclOperation.ALL):
+            continue
+        if b.principal not in (principal, WILDCARD_PRINCIPAL) or b.host not in (host, WILDCARD):
+            continue
+        if b.permission == AclPermissionType.DENY:
+            if b.pattern_type == PatternType.LITERAL and b.name == WILDCARD:
+                return False
+            (deny_literal if b.pattern_type == PatternType.LITERAL else deny_prefixed).add(b.name)
+        elif b.permission == AclPermissionType.ALLOW:
+            allows.append(b)
+    if any(b.pattern_type == PatternType.LITERAL and b.name == WILDCARD for b in allows):
+        return True
+    for b in allows:
+        if b.pattern_type == PatternType.LITERAL and b.name in deny_literal:
+            continue
+        if not any(b.name[:i] in deny_prefixed for i in range(1, len(b.name) + 1)):
+            return True
+    return False
+
+
 @dataclass(frozen=True, slots=True)
 class AclFilter:
     """What DescribeAcls and DeleteAcls select; ANY and None match everything."""

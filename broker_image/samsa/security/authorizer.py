@@ -1,8 +1,9 @@
 """The Authorizer: Kafka's ``authorizer.class.name`` settings, a cache of the stored ACLs, and
 the calls handlers make. The decision itself is samsa.security.acl's pure ``authorize``.
 
-ACLs written through this broker reach its cache at once; a cluster's other brokers read the
-store again every ``_REFRESH_S`` (Kafka announces changes under /kafka-acl-changes instead).
+ACLs written through this broker reach its cache at once, and the change is announced as
+Kafka announces it (/kafka-acl-changes, /kafka-acl-extended-changes); a cluster's other brokers
+watch those and reload. A slow periodic reload is kept as a safety net only.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from samsa.security.acl import (
     AclOperation,
     ResourceType,
     authorize,
+    authorize_by_resource_type,
     authorized_operations,
     bindings_from,
 )
@@ -32,7 +34,7 @@ AUTHORIZER_CLASSES = (
     "kafka.security.auth.SimpleAclAuthorizer",
     "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
 )
-_REFRESH_S = 2.0
+_REFRESH_S = 60.0
 
 
 def super_users(text: str | None) -> frozenset[str]:
@@ -48,6 +50,9 @@ class Authorizer:
         self.bindings: list[AclBinding] = []
         self._refresher: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
+        # Announced changes: reload once per burst, and again if more arrived meanwhile.
+        self._changed = asyncio.Event()
+        self._follower: asyncio.Task[None] | None = None
 
     @staticmethod
     def from_config(config: KafkaConfig, store: SecurityStore) -> Authorizer | None:
@@ -63,13 +68,25 @@ class Authorizer:
     async def start(self, refresh: bool) -> None:
         await self.reload()
         if refresh:
+            if await self.store.watch_acl_changes(self._changed.set):
+                self._follower = asyncio.create_task(self._follow_changes())
             self._refresher = asyncio.create_task(self._refresh_loop())
 
     async def stop(self) -> None:
-        if self._refresher is not None:
-            self._refresher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._refresher
+        for task in (self._refresher, self._follower):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+
+    async def _follow_changes(self) -> None:
+        while True:
+            await self._changed.wait()
+            self._changed.clear()
+            try:
+                await self.reload()
+            except Exception as exc:  # ZooKeeper away: the next change or refresh retries
+                log.warning("could not reload ACLs after a change: %s", exc)
 
     async def reload(self) -> None:
         table = await self.store.acls()
@@ -102,6 +119,19 @@ class Authorizer:
             allow_if_no_acl=self.allow_if_no_acl,
         )
 
+    def allowed_on_any(
+        self, session: ConnectionSession, host: str, op: AclOperation, rtype: ResourceType
+    ) -> bool:
+        return authorize_by_resource_type(
+            self.bindings,
+            str(session.principal),
+            host,
+            op,
+            rtype,
+            super_users=self.super_users,
+            allow_if_no_acl=self.allow_if_no_acl,
+        )
+
     def operations(
         self, session: ConnectionSession, host: str, rtype: ResourceType, name: str
     ) -> int:
@@ -127,6 +157,7 @@ class Authorizer:
                 if b.entry() not in entries:
                     entries.append(b.entry())
                     await self.store.set_acls(b.key, entries)
+                    await self.store.announce_acl_change(b.key)
             await self.reload()
 
     async def delete(self, filters: list[AclFilter]) -> list[list[AclBinding]]:
@@ -142,5 +173,6 @@ class Authorizer:
                     if not any(b.key == key and b.entry() == e for b in gone)
                 ]
                 await self.store.set_acls(key, keep)
+                await self.store.announce_acl_change(key)
             await self.reload()
             return matched

@@ -28,6 +28,15 @@ class ConnectionSession:
     exchange: Any = None
     # Answer this request, then close (a failed authentication, as Kafka does).
     close_after_response: bool = False
+    # KIP-368: when the session ends (time.monotonic()); None: never (connections.max.reauth.ms
+    # is 0). Past it, any request but a re-authenticating SaslHandshake closes the connection.
+    expires_at: float | None = None
+    # The lifetime the last SaslAuthenticate tells the client (session_lifetime_ms).
+    lifetime_ms: int = 0
+    # While re-authenticating: the mechanism and principal the session had; both must stay.
+    reauth_from: tuple[str, KafkaPrincipal] | None = None
+    # When the last re-authentication began (Kafka allows one a second).
+    reauth_started: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -39,3 +48,6 @@ class ConnectionSession:
     @property
     def sasl(self) -> bool:
         return self.protocol in SASL_PROTOCOLS
+
+    def expired(self, now: float) -> bool:
+        return self.expires_at is not None and now > self.expires_at

@@ -7,10 +7,18 @@ files in the broker's data directory.
                                        "permissionType":"Allow","operation":"Read","host":"*"}]}
     /kafka-acl-extended/prefixed/<ResourceType>/<name>   the same, for prefixed patterns
 
-Brokers read them from ZooKeeper when they need them (each authentication, and the ACLs when
-the authorizer's cache is refreshed), so no change notification is written under
-/config/changes. Standalone: ``scram-credentials.json`` and ``acls.json`` beside
-meta.properties, each replaced whole (write, fsync, rename).
+    /kafka-acl-changes/acl_changes_<seq>           "TOPIC:name": literal ACLs of a resource
+                                                   changed (Kafka's LiteralAclChangeStore)
+    /kafka-acl-extended-changes/acl_changes_<seq>  {"version":1,"resourceType":"TOPIC",
+                                                   "name":...,"patternType":"PREFIXED"}
+
+Brokers read credentials from ZooKeeper at each authentication, so a change (a deleted user
+among them) holds at every broker at once, and no notification is written under
+/config/changes. ACL changes are announced as Kafka announces them, under the change paths
+above; every broker watches them and reloads its ACLs, and notifications older than 15 minutes
+are purged (Kafka's ZkNodeChangeNotificationListener does the same). Standalone:
+``scram-credentials.json`` and ``acls.json`` beside meta.properties, each replaced whole
+(write, fsync, rename).
 """
 
 from __future__ import annotations
@@ -18,6 +26,9 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import quote, unquote
@@ -27,6 +38,11 @@ from samsa.protocol.scram import ScramCredential, format_credential, parse_crede
 USERS = "/config/users"
 # Kafka's layout: literal ACLs under /kafka-acl, prefixed ones under /kafka-acl-extended.
 ACL_ROOTS = {"LITERAL": "/kafka-acl", "PREFIXED": "/kafka-acl-extended/prefixed"}
+
+ACL_CHANGE_PATHS = {"LITERAL": "/kafka-acl-changes", "PREFIXED": "/kafka-acl-extended-changes"}
+ACL_CHANGE_PREFIX = "acl_changes_"
+# Kafka's changeExpirationMs for ACL change notifications.
+ACL_CHANGE_EXPIRY_MS = 15 * 60 * 1000
 
 # (resource type name, pattern type, resource name) -> list of ACL entries in Kafka's JSON form
 AclTable = dict[tuple[str, str, str], list[dict[str, Any]]]
@@ -44,10 +60,29 @@ class SecurityStore(Protocol):
 
     async def set_acls(self, key: tuple[str, str, str], entries: list[dict[str, Any]]) -> None: ...
 
+    async def announce_acl_change(self, key: tuple[str, str, str]) -> None:
+        """Tell the other brokers that a resource's ACLs changed."""
+
+    async def watch_acl_changes(self, on_change: Callable[[], None]) -> bool:
+        """Call on_change (on the event loop) whenever another broker announces a change;
+        False when this store has no other brokers to hear from."""
+
+
+def acl_change_note(key: tuple[str, str, str]) -> bytes:
+    """A change notification's data, in Kafka's format for the pattern type (the resource
+    type by its Java enum name: "TransactionalId" is TRANSACTIONAL_ID)."""
+    stored_type, pattern, name = key
+    rtype = re.sub(r"(?<!^)(?=[A-Z])", "_", stored_type).upper()
+    if pattern == "LITERAL":
+        return f"{rtype}:{name}".encode()
+    event = {"version": 1, "resourceType": rtype, "name": name, "patternType": pattern}
+    return json.dumps(event, separators=(",", ":")).encode()
+
 
 class ZkSecurityStore:
     def __init__(self, zk: Any) -> None:
         self.zk = zk  # samsa.metadata.zk_client.KafkaZkClient
+        self._watches: list[Any] = []
 
     async def _user_config(self, user: str) -> dict[str, str]:
         found = await self.zk.get(f"{USERS}/{quote(user, safe='')}")
@@ -91,6 +126,37 @@ class ZkSecurityStore:
             await self.zk.set_or_create(path, body)
         else:
             await self.zk.delete(path)
+
+    async def announce_acl_change(self, key: tuple[str, str, str]) -> None:
+        root = ACL_CHANGE_PATHS["LITERAL" if key[1] == "LITERAL" else "PREFIXED"]
+        await self.zk.create(
+            f"{root}/{ACL_CHANGE_PREFIX}", acl_change_note(key), makepath=True, sequence=True
+        )
+
+    async def watch_acl_changes(self, on_change: Callable[[], None]) -> bool:
+        from kazoo.recipe.watchers import ChildrenWatch
+
+        for root in ACL_CHANGE_PATHS.values():
+            await self.zk.ensure_path(root)
+
+            def changed(children: list[str], root: str = root) -> None:
+                on_change()
+                if children:
+                    asyncio.get_running_loop().create_task(self._purge(root))
+
+            self._watches.append(
+                await asyncio.to_thread(ChildrenWatch, self.zk.zk, root, self.zk.on_loop(changed))
+            )
+        return True
+
+    async def _purge(self, root: str) -> None:
+        """Delete notifications older than Kafka's expiry; every broker may try, the first
+        one wins."""
+        cutoff = time.time() * 1000 - ACL_CHANGE_EXPIRY_MS
+        for child in await self.zk.children(root):
+            stat = await self.zk.exists(f"{root}/{child}")
+            if stat is not None and stat.ctime < cutoff:
+                await self.zk.delete(f"{root}/{child}")
 
 
 class LocalSecurityStore:
@@ -150,3 +216,9 @@ class LocalSecurityStore:
                     for (t, p, n), acls in sorted(table.items())
                 ],
             )
+
+    async def announce_acl_change(self, key: tuple[str, str, str]) -> None:
+        return None
+
+    async def watch_acl_changes(self, on_change: Callable[[], None]) -> bool:
+        return False

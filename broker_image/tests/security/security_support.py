@@ -3,6 +3,10 @@ PKI is samsa.testing.pki)."""
 
 from __future__ import annotations
 
+import itertools
+import socket
+import ssl
+import struct
 import time
 from pathlib import Path
 from typing import Any
@@ -10,9 +14,67 @@ from typing import Any
 from confluent_kafka import Consumer, Producer
 from kafka import KafkaConsumer, KafkaProducer
 
+from samsa.protocol.messages import build, decode_response, encode_request, request_type
 from samsa.testing.pki import Issued, Pki
 
-__all__ = ["Issued", "Pki", "confluent_round_trip", "kafka_python_round_trip", "tls_listeners"]
+__all__ = [
+    "Client",
+    "Issued",
+    "Pki",
+    "confluent_round_trip",
+    "kafka_python_round_trip",
+    "tls_listeners",
+]
+_SIZE = struct.Struct(">i")
+_correlation = itertools.count(1)
+
+
+class Client:
+    """One SASL/PLAIN connection speaking raw requests, any API at any version (TLS when
+    given a context): for tests that must talk to one broker in particular."""
+
+    def __init__(
+        self,
+        port: int,
+        mechanism: str,
+        user: str,
+        password: str,
+        tls: ssl.SSLContext | None = None,
+    ) -> None:
+        assert mechanism == "PLAIN"
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=20)
+        if tls is not None:
+            self.sock = tls.wrap_socket(self.sock, server_hostname="127.0.0.1")
+        assert self.call(17, 1, {"mechanism": "PLAIN"}).error_code == 0
+        token = f"\0{user}\0{password}".encode()
+        assert self.call(36, 2, {"auth_bytes": token}).error_code == 0
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def _read(self, n: int) -> bytes:
+        out = bytearray()
+        while len(out) < n:
+            chunk = self.sock.recv(n - len(out))
+            assert chunk, "the broker closed the connection"
+            out += chunk
+        return bytes(out)
+
+    def call(self, key: int, version: int, body: Any) -> Any:
+        if isinstance(body, dict):
+            body = build(request_type(key, version), body)
+        correlation_id = next(_correlation)
+        self.sock.sendall(encode_request(key, version, correlation_id, "security", body))
+        (size,) = _SIZE.unpack(self._read(4))
+        got, response = decode_response(key, version, self._read(size))
+        assert got == correlation_id
+        return response
 
 
 def tls_listeners(pki_dir: Path, keystore: Path, ca: Path, ports: dict[str, int]) -> dict[str, str]:

@@ -73,13 +73,24 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
             AclOperation.WRITE,
             AclPermissionType.ALLOW,
         )
-        for f in admin.create_acls([write_a]).values():
+        # Group "reader" is alice's, so reading a is refused for the topic, not the group.
+        read_reader = AclBinding(
+            ResourceType.GROUP,
+            "reader",
+            ResourcePatternType.LITERAL,
+            "User:alice",
+            "*",
+            AclOperation.READ,
+            AclPermissionType.ALLOW,
+        )
+        for f in admin.create_acls([write_a, read_reader]).values():
             f.result(10)
         yield env
 
 
 def _consumer_error(conf: dict[str, Any], subscribe: bool) -> KafkaError:
-    consumer = Consumer(conf | {"group.id": "g", "auto.offset.reset": "earliest"})
+    group = "g" if subscribe else "reader"
+    consumer = Consumer(conf | {"group.id": group, "auto.offset.reset": "earliest"})
     try:
         if subscribe:
             consumer.subscribe(["a"])
@@ -169,8 +180,9 @@ def test_acls_survive_a_restart(env: Env) -> None:
             AclPermissionType.ANY,
         )
     ).result(10)
-    assert [(b.name, b.operation, b.permission_type) for b in found] == [
-        ("a", AclOperation.WRITE, AclPermissionType.ALLOW)
+    assert sorted((b.name, b.operation, b.permission_type) for b in found) == [
+        ("a", AclOperation.WRITE, AclPermissionType.ALLOW),
+        ("reader", AclOperation.READ, AclPermissionType.ALLOW),
     ]
     test_alice_may_write_a(env)
 

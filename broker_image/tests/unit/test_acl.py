@@ -12,9 +12,11 @@ from samsa.security.acl import (
     PatternType,
     ResourceType,
     authorize,
+    authorize_by_resource_type,
     authorized_operations,
     bindings_from,
 )
+from samsa.security.store import acl_change_note
 
 T, G, C = ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER
 LIT, PRE = PatternType.LITERAL, PatternType.PREFIXED
@@ -99,3 +101,73 @@ def test_kafka_json_round_trip() -> None:
     cluster = acl(C, "kafka-cluster", LIT, "User:x", Op.IDEMPOTENT_WRITE, DENY)
     assert cluster.entry()["operation"] == "IdempotentWrite"
     assert bindings_from(cluster.key, [cluster.entry()]) == [cluster]
+
+
+@pytest.mark.parametrize(
+    ("acls", "allowed"),
+    [
+        ([], False),
+        ([acl(T, "a", LIT, "User:alice", Op.WRITE, ALLOW)], True),
+        ([acl(T, "a", LIT, "User:alice", Op.READ, ALLOW)], False),
+        ([acl(T, "a", LIT, "User:*", Op.ALL, ALLOW)], True),
+        ([acl(G, "a", LIT, "User:alice", Op.WRITE, ALLOW)], False),
+        ([acl(T, "a", LIT, "User:bob", Op.WRITE, ALLOW)], False),
+        # A literal DENY covers only its own name, a prefixed DENY every name it starts.
+        (
+            [
+                acl(T, "a", LIT, "User:alice", Op.WRITE, ALLOW),
+                acl(T, "a", LIT, "User:alice", Op.WRITE, DENY),
+            ],
+            False,
+        ),
+        (
+            [
+                acl(T, "ab", LIT, "User:alice", Op.WRITE, ALLOW),
+                acl(T, "a", PRE, "User:alice", Op.WRITE, DENY),
+            ],
+            False,
+        ),
+        (
+            [
+                acl(T, "ab", PRE, "User:alice", Op.WRITE, ALLOW),
+                acl(T, "abc", PRE, "User:alice", Op.WRITE, DENY),
+            ],
+            True,
+        ),
+        (
+            [
+                acl(T, "a", LIT, "User:alice", Op.WRITE, ALLOW),
+                acl(T, "*", LIT, "User:*", Op.WRITE, DENY),
+            ],
+            False,
+        ),
+    ],
+)
+def test_authorize_by_resource_type_as_kafka(acls: list[AclBinding], allowed: bool) -> None:
+    got = authorize_by_resource_type(acls, "User:alice", "10.0.0.1", Op.WRITE, T)
+    assert got is allowed
+
+
+def test_authorize_by_resource_type_for_super_users_and_no_acls() -> None:
+    deny_all = [acl(T, "*", LIT, "User:*", Op.WRITE, DENY)]
+    assert authorize_by_resource_type(
+        deny_all, "User:admin", "h", Op.WRITE, T, super_users=frozenset({"User:admin"})
+    )
+    assert authorize_by_resource_type([], "User:alice", "h", Op.WRITE, T, allow_if_no_acl=True)
+
+
+@pytest.mark.parametrize(
+    ("key", "note"),
+    [
+        (("Topic", "LITERAL", "a"), b"TOPIC:a"),
+        (("TransactionalId", "LITERAL", "tx:1"), b"TRANSACTIONAL_ID:tx:1"),
+        (
+            ("Group", "PREFIXED", "g-"),
+            b'{"version":1,"resourceType":"GROUP","name":"g-","patternType":"PREFIXED"}',
+        ),
+    ],
+)
+def test_acl_change_notes_are_written_as_kafka_writes_them(
+    key: tuple[str, str, str], note: bytes
+) -> None:
+    assert acl_change_note(key) == note

@@ -12,6 +12,9 @@
 //       leader elections, consumer group offsets, deleteRecords; each call's result or error
 //
 // Every wait is bounded; a scenario that cannot go on says so in "failure" and still prints.
+//
+// With SAMSA_CLIENT_CONFIG naming a properties file, its settings (security.protocol, ssl.*,
+// sasl.*) go into every client.
 
 import com.fasterxml.jackson.databind.ObjectMapper;
 import java.time.Duration;
@@ -150,12 +153,27 @@ public class JavaClient {
         return cause.getClass().getSimpleName();
     }
 
+    /** The settings of the SAMSA_CLIENT_CONFIG file, if there is one, for every client. */
+    static Properties secured(Properties p) {
+        String path = System.getenv("SAMSA_CLIENT_CONFIG");
+        if (path != null && !path.isEmpty()) {
+            try (java.io.FileReader reader = new java.io.FileReader(path)) {
+                Properties extra = new Properties();
+                extra.load(reader);
+                p.putAll(extra);
+            } catch (java.io.IOException e) {
+                throw new Failed("cannot read SAMSA_CLIENT_CONFIG " + path + ": " + e);
+            }
+        }
+        return p;
+    }
+
     static Admin admin(String bootstrap) {
         Properties p = new Properties();
         p.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         p.put(AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG, "15000");
         p.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, "30000");
-        return Admin.create(p);
+        return Admin.create(secured(p));
     }
 
     static KafkaProducer<String, String> idempotentProducer(String bootstrap) {
@@ -169,7 +187,7 @@ public class JavaClient {
         p.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, "60000");
         p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
         p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
-        return new KafkaProducer<>(p);
+        return new KafkaProducer<>(secured(p));
     }
 
     static Properties consumerProperties(String bootstrap) {
@@ -179,7 +197,7 @@ public class JavaClient {
         p.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
         p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
         p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
-        return p;
+        return secured(p);
     }
 
     /** Sends `count` records keyed k<i> with values <prefix>-<i>; the errors by name. */
