@@ -25,6 +25,7 @@ from bench import (
     replication,
     security,
     spark_read,
+    transactions,
 )
 from bench.table import Row, print_table
 
@@ -59,6 +60,11 @@ COMPONENTS: dict[str, tuple[str, Callable[[bool], list[Row]]]] = {
         "Security: one broker, librdkafka, 1 KB records, 6 partitions; PLAINTEXT beside "
         "SASL_SSL with SCRAM-SHA-512",
         security.run,
+    ),
+    "transactions": (
+        "Transactions: one broker, librdkafka, 1 KB records, 6 partitions, acks=all; "
+        "idempotent beside transactional with a commit every 100 ms",
+        transactions.run,
     ),
     "spark": (
         "Spark: rows read into local[2] Spark from a 6-partition topic, beside Parquet",

@@ -268,22 +268,22 @@ def test_features_samsa_lacks_fail_promptly_with_a_named_error(
         assert attempt["elapsed_ms"] < PROMPT_MS, (name, attempt)
     assert tried.pop("after")["error"] is None, "the client still works afterwards"
     too_old = "broker is too old; the broker has already indicated it will not know how to handle"
+    # Transactions are served now: the attempt's transactional record lands in the topic.
+    assert tried["transaction"]["error"] is None, tried["transaction"]
     if program.name == "franz-go":
-        assert tried["transaction"]["error"] == "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"
         assert tried["describe_log_dirs"]["error"] is None, "one log directory is described"
         # KIP-848's ConsumerGroupHeartbeat is not advertised, so it is never sent.
         assert too_old in tried["consumer_group_heartbeat"]["error"]
     else:
-        # kafkajs reports a FindCoordinator failure as "no coordinator", and logs its cause.
-        assert tried["transaction"]["error"] == "KafkaJSGroupCoordinatorNotFound"
-        assert "Transactional Id authorization failed" in tried["transaction"]["logged"]
         # ACLs are served; with no authorizer, as Kafka without one answers
         assert tried["describe_acls"]["error"] == "SECURITY_DISABLED"
         assert tried["delete_records"]["error"] is None
     offsets = program.run("offsets", bootstrap, topic, "--group", group)
     # kafkajs's DeleteRecords trimmed the first record; nothing else went.
     start = 1 if program.name == "kafkajs" else 0
-    assert (offsets["start"], offsets["end"]) == ({"0": start}, {"0": 10}), "nothing was lost"
+    assert offsets["start"] == {"0": start}, "nothing was lost"
+    # Ten records, then the transaction's record (and its marker, once it ends).
+    assert offsets["end"]["0"] >= 11
 
 
 def test_franz_go_asking_for_kip848_groups_gets_a_classic_group(

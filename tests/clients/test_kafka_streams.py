@@ -361,11 +361,6 @@ def test_killed_and_restarted_on_empty_state_it_restores_from_the_changelogs(
     ("options", "named"),
     [
         pytest.param(
-            ("exactly_once_v2",),
-            "TransactionalIdAuthorizationException",
-            id="exactly-once-v2",
-        ),
-        pytest.param(
             ("at_least_once", "streams"),
             "does not support the STREAMS group protocol",
             id="kip-1071-streams-groups",
@@ -376,8 +371,8 @@ def test_killed_and_restarted_on_empty_state_it_restores_from_the_changelogs(
 def test_what_samsa_lacks_stops_the_application_at_once_with_a_named_error(
     deployment: Deployment, options: tuple[str, ...], named: str
 ) -> None:
-    """Exactly-once needs transactions, and KIP-1071's groups the StreamsGroupHeartbeat API:
-    Samsa has neither, and the application is told so instead of hanging."""
+    """KIP-1071's groups need the StreamsGroupHeartbeat API: Samsa lacks it, and the
+    application is told so instead of hanging."""
     application = f"{deployment.application}-{options[-1]}"
     app = deployment.start(application, f"state-{options[-1]}", *options)
     wait_until(
@@ -386,3 +381,94 @@ def test_what_samsa_lacks_stops_the_application_at_once_with_a_named_error(
     assert app.process.returncode == 1
     errors = app.errors()
     assert errors and named in errors[0], errors
+
+
+def read_committed(bootstrap: str, topic: str) -> list[tuple[str, str]]:
+    """Every committed record of the topic (isolation.level=read_committed), read to the end
+    of every partition (its last stable offset)."""
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": name_for_test("eos-reader", "g"),
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "enable.partition.eof": True,
+        }
+    )
+    c.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+    out: list[tuple[str, str]] = []
+    at_end: set[int] = set()
+
+    def done() -> bool:
+        msg = c.poll(0.5)
+        if msg is None:
+            return False
+        if msg.error() is not None:
+            at_end.add(msg.partition() or 0)
+        elif msg.key() is not None and msg.value() is not None:
+            at_end.discard(msg.partition() or 0)
+            out.append(((msg.key() or b"").decode(), (msg.value() or b"").decode()))
+        return len(at_end) == PARTITIONS
+
+    try:
+        wait_until(done, FLOW_TIMEOUT, 0, f"the end of {topic}")
+    finally:
+        c.close()
+    return out
+
+
+@pytest.mark.slow
+def test_exactly_once_v2_survives_kill_9_with_exact_counts(
+    tmp_path_factory: pytest.TempPathFactory, samsa_cluster: LocalCluster
+) -> None:
+    """processing.guarantee=exactly_once_v2: the application is killed with -9 while it
+    processes, started again, and the committed output holds every click exactly once and
+    the exact count per campaign (read_committed), however much it had done before."""
+    try:
+        jars.fetch("streams")
+    except jars.JarsUnavailable as exc:
+        pytest.fail(str(exc))
+    _, clicks = generate(1200, seed=29)
+    half = len(clicks) // 2
+    d = Deployment(
+        samsa_cluster.bootstrap_servers,
+        name_for_test("eos-v2", "streams"),
+        tmp_path_factory.mktemp("streams-eos"),
+        clicks[:half],
+        clicks[half:],
+    )
+    admin = AdminClient({"bootstrap.servers": d.bootstrap})
+    roles = ("clicks", "campaigns", "enriched", "counts")
+    for f in admin.create_topics([NewTopic(d.topic(r), PARTITIONS, 3) for r in roles]).values():
+        f.result(30)
+    produce(
+        d.bootstrap,
+        d.topic("campaigns"),
+        [(c, json.dumps({"campaign_id": c, "advertiser": a})) for c, a in ADVERTISERS.items()],
+    )
+    produce(d.bootstrap, d.topic("clicks"), click_records(d.before))
+
+    def caught_up(expected: list[Click]) -> bool:
+        counts = {k: int(v) for k, v in read_committed(d.bootstrap, d.topic("counts"))}
+        enriched = read_committed(d.bootstrap, d.topic("enriched"))
+        return len(enriched) >= len(expected) and counts == dict(
+            Counter(c.campaign_id for c in expected)
+        )
+
+    try:
+        first = d.start(d.application, "state-1", "exactly_once_v2")
+        wait_until(first.running, START_TIMEOUT, 0.2, "the application RUNNING")
+        wait_until(lambda: caught_up(d.before), FLOW_TIMEOUT, 0.5, "the first half processed")
+        # The second half arrives and the application dies while it processes it.
+        produce(d.bootstrap, d.topic("clicks"), click_records(d.after))
+        first.kill()
+        second = d.start(d.application, "state-1", "exactly_once_v2")
+        wait_until(second.running, START_TIMEOUT, 0.2, "the application RUNNING again")
+        everything = d.before + d.after
+        wait_until(lambda: caught_up(everything), FLOW_TIMEOUT, 0.5, "every click processed")
+        enriched = [json.loads(v) for _, v in read_committed(d.bootstrap, d.topic("enriched"))]
+        assert sorted(e["click_id"] for e in enriched) == sorted(c.click_id for c in everything)
+    finally:
+        for app in d.runs:
+            app.stop()

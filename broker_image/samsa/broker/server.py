@@ -23,9 +23,15 @@ from samsa.coordinator import (
     ProducerIdManager,
 )
 from samsa.coordinator.log_store import LogGroupStore, replay
+from samsa.coordinator.transaction import (
+    TRANSACTION_STATE_TOPIC_NAME,
+    TransactionConfig,
+    TransactionCoordinator,
+)
 from samsa.handlers.apis import KafkaApis
 from samsa.handlers.context import BrokerServices
 from samsa.handlers.registry import default_apis
+from samsa.handlers.topic_admin import transaction_state_topic_configs
 from samsa.log import LogManager
 from samsa.log.cleaner import CleanerConfig, LogCleaner, crash_hook_from_env
 from samsa.metadata import (
@@ -98,6 +104,8 @@ class KafkaServer:
             lambda: self.cluster.controller if self.cluster is not None else None,
         )
         self.group_coordinator: GroupCoordinator | None = None
+        self.transaction_coordinator: TransactionCoordinator | None = None
+        self._marker_pool: Any = None
         self.cluster: ClusterMembership | None = None
         self.producer_id_manager: ProducerIdManager | None = None
         self.authorizer: Authorizer | None = None
@@ -138,6 +146,9 @@ class KafkaServer:
         if topic == "__consumer_offsets":
             overrides.setdefault("cleanup.policy", "compact")
             overrides.setdefault("segment.bytes", str(config["offsets.topic.segment.bytes"]))
+        elif topic == TRANSACTION_STATE_TOPIC_NAME:
+            for key, value in transaction_state_topic_configs(config).items():
+                overrides.setdefault(key, value)
         return config.log_config(overrides)
 
     def _security_store(self) -> SecurityStore:
@@ -225,6 +236,12 @@ class KafkaServer:
         self.log_cleaner = self._start_log_cleaner()
         self.producer_id_manager = ProducerIdManager(config.broker_id, self._producer_id_blocks())
         self.producer_id_manager.start()
+        self.transaction_coordinator = self._transaction_coordinator()
+        self.replica_manager.on_txn_marker = self._on_txn_marker
+        # Started before the standalone loads: a transaction found prepared completes at once.
+        self.transaction_coordinator.start()
+        if self.cluster is None:
+            await self._start_standalone_transactions()
         await self._start_authorizer()
         services = BrokerServices(
             config=config,
@@ -237,6 +254,7 @@ class KafkaServer:
             on_request=self.metrics.on_request,
             on_fetch=self.metrics.on_fetch,
             group_coordinator=self.group_coordinator,
+            transaction_coordinator=self.transaction_coordinator,
             on_topic_deleted=self._on_topic_deleted,
             inter_broker_listener=self.listeners.inter_broker,
             producer_id_manager=self.producer_id_manager,
@@ -345,15 +363,85 @@ class KafkaServer:
         return coordinator
 
     def _on_leader(self, partition: Partition) -> None:
+        assert self.replica_manager is not None
+        rm, p = self.replica_manager, partition.tp.partition
+        if partition.tp.topic == TRANSACTION_STATE_TOPIC_NAME:
+            if self.transaction_coordinator is not None:
+                # Kafka's coordinator epoch is the partition's leader epoch: markers from an
+                # older coordinator of the same id are then fenced on the partitions.
+                self._spawn(
+                    self.transaction_coordinator.load_partition(
+                        p, partition.leader_epoch, replay(rm, p, TRANSACTION_STATE_TOPIC_NAME)
+                    )
+                )
+            return
         if partition.tp.topic != GROUP_METADATA_TOPIC_NAME or self.group_coordinator is None:
             return
-        assert self.replica_manager is not None
-        coordinator, rm, p = self.group_coordinator, self.replica_manager, partition.tp.partition
-        self._spawn(coordinator.load_partition(p, replay(rm, p)))
+        coordinator = self.group_coordinator
+        self._spawn(coordinator.load_partition(p, replay(rm, p, transactional=True)))
 
     def _on_follower(self, partition: Partition) -> None:
+        if partition.tp.topic == TRANSACTION_STATE_TOPIC_NAME:
+            if self.transaction_coordinator is not None:
+                self.transaction_coordinator.unload_partition(partition.tp.partition)
+            return
         if partition.tp.topic == GROUP_METADATA_TOPIC_NAME and self.group_coordinator is not None:
             self.group_coordinator.unload_partition(partition.tp.partition)
+
+    def _on_txn_marker(self, tp: TopicPartition, producer_id: int, committed: bool) -> None:
+        if self.group_coordinator is not None:
+            self.group_coordinator.on_txn_marker(tp.partition, producer_id, committed)
+
+    def _transaction_coordinator(self) -> TransactionCoordinator:
+        """Transactions: the ids of the __transaction_state partitions this broker leads;
+        markers go to the partitions' leaders through the inter-broker connections."""
+        from samsa.broker.txn_markers import BrokerMarkerWriter
+
+        assert self.replica_manager is not None and self.cache is not None
+        assert self.producer_id_manager is not None
+        config = self.dynamic_config()
+        partitions = config["transaction.state.log.num.partitions"]
+        existing = self.store.topics().get(TRANSACTION_STATE_TOPIC_NAME) if self.store else None
+        if existing is not None:
+            partitions = existing.partition_count
+        if self.cluster is not None:
+            from samsa.client import ConnectionPool
+
+            self._marker_pool = ConnectionPool(
+                self.cluster.address_of,
+                client_id=f"broker-{config.broker_id}-txn-markers",
+                security=self.cluster.security,
+            )
+        pool = self._marker_pool
+        return TransactionCoordinator(
+            TransactionConfig.from_properties(
+                {**config.values, "transaction.state.log.num.partitions": partitions}
+            ),
+            LogGroupStore(
+                self.replica_manager,
+                config["request.timeout.ms"] / 1000,
+                topic=TRANSACTION_STATE_TOPIC_NAME,
+            ),
+            self.producer_id_manager.generate_producer_id,
+            BrokerMarkerWriter(config.broker_id, self.cache, self.replica_manager, lambda: pool),
+            clock=AsyncioClock(),
+        )
+
+    async def _start_standalone_transactions(self) -> None:
+        """Standalone, __transaction_state is created on first use, as in a cluster (with one
+        replica: there is no other broker); partitions it already has are loaded now."""
+        assert self.store is not None and self.replica_manager is not None
+        assert self.transaction_coordinator is not None
+        rm = self.replica_manager
+        rm.on_leader = self._on_leader
+        rm.on_follower = self._on_follower
+        meta = self.store.topics().get(TRANSACTION_STATE_TOPIC_NAME)
+        for p in range(meta.partition_count if meta is not None else 0):
+            partition = rm.get_partition(TopicPartition(TRANSACTION_STATE_TOPIC_NAME, p))
+            if partition is not None and partition.is_leader:
+                await self.transaction_coordinator.load_partition(
+                    p, partition.leader_epoch, replay(rm, p, TRANSACTION_STATE_TOPIC_NAME)
+                )
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.ensure_future(coro)
@@ -389,7 +477,7 @@ class KafkaServer:
             partition_exists=self._partition_exists,
         )
         for p in range(partitions):
-            await coordinator.load_partition(p, replay(self.replica_manager, p))
+            await coordinator.load_partition(p, replay(self.replica_manager, p, transactional=True))
         coordinator.start()
         return coordinator
 
@@ -540,6 +628,10 @@ class KafkaServer:
             await self.cluster.close()
         for server in self.socket_servers.values():
             await server.stop()
+        if self.transaction_coordinator is not None:
+            await self.transaction_coordinator.shutdown()
+        if self._marker_pool is not None:
+            await self._marker_pool.close()
         if self.group_coordinator is not None:
             await self.group_coordinator.shutdown()
         if self.producer_id_manager is not None:

@@ -37,6 +37,7 @@ def register_tools() -> typer.Typer:
         "samsa.cli.topics",
         "samsa.cli.groups",
         "samsa.cli.security",
+        "samsa.cli.transactions",
         "samsa.cli.produce",
         "samsa.cli.consume",
         "samsa.cli.local",

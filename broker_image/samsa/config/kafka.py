@@ -141,6 +141,20 @@ BROKER_CONFIG = ConfigDef(
         ConfigKey("group.max.session.timeout.ms", "int", 1_800_000),
         ConfigKey("group.max.size", "int", 2**31 - 1, minimum=1),
         ConfigKey("transactional.id.expiration.ms", "int", 604_800_000, minimum=1),
+        ConfigKey("transaction.state.log.num.partitions", "int", 50, minimum=1),
+        ConfigKey("transaction.state.log.replication.factor", "int", 3, minimum=1),
+        ConfigKey("transaction.state.log.min.isr", "int", 2, minimum=1),
+        ConfigKey("transaction.state.log.segment.bytes", "int", 104_857_600, minimum=1),
+        ConfigKey("transaction.max.timeout.ms", "int", 900_000, minimum=1),
+        ConfigKey(
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms", "int", 10_000, minimum=1
+        ),
+        ConfigKey(
+            "transaction.remove.expired.transaction.cleanup.interval.ms",
+            "int",
+            3_600_000,
+            minimum=1,
+        ),
         ConfigKey("producer.id.expiration.ms", "int", 86_400_000, minimum=1, read_only=False),
         ConfigKey("producer.id.expiration.check.interval.ms", "int", 600_000, minimum=1),
         ConfigKey("max.incremental.fetch.session.cache.slots", "int", 1000, minimum=0),

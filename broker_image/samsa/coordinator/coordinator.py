@@ -312,6 +312,70 @@ class GroupCoordinator:
             return ErrorCode.unknown_member_id  # once a group has members, only they commit
         return None
 
+    # ================================================================== TxnOffsetCommit
+
+    async def commit_transactional_offsets(
+        self,
+        group_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        offsets: Sequence[OffsetCommitPartition],
+        member_id: str = UNKNOWN_MEMBER_ID,
+        generation_id: int = -1,
+        group_instance_id: str | None = None,
+    ) -> dict[TopicPartition, ErrorCode]:
+        """TxnOffsetCommit (KIP-98; KIP-447's member and generation from v3): offsets written
+        in the producer's transaction, visible once its commit marker reaches the group's
+        partition (``on_txn_marker``). Unlike OffsetCommit, a producer that is not a member
+        may commit for a group with members (older clients send no member id)."""
+        now = self.clock.now_ms()
+        results: dict[TopicPartition, ErrorCode] = {}
+        known: dict[TopicPartition, OffsetAndMetadata] = {}
+        for p in offsets:
+            tp = TopicPartition(p.topic, p.partition)
+            if not self._partition_exists(p.topic, p.partition):
+                results[tp] = ErrorCode.unknown_topic_or_partition
+                continue
+            known[tp] = OffsetAndMetadata(
+                offset=p.offset,
+                leader_epoch=None if p.leader_epoch == -1 else p.leader_epoch,
+                metadata=p.metadata or "",
+                commit_timestamp_ms=now,
+            )
+        if known:
+            error = self._validate_group_status(group_id)
+            group = None
+            if error is None:
+                group = self.manager.get_group(group_id) or self.manager.add_group(
+                    GroupMetadata(group_id, self.clock.now_ms)
+                )
+                if group.is_(_S.DEAD):
+                    error = ErrorCode.coordinator_not_available
+                elif (
+                    generation_id >= 0
+                    or member_id != UNKNOWN_MEMBER_ID
+                    or group_instance_id is not None
+                ):
+                    error = self.membership.validate_current_member(
+                        group, member_id, group_instance_id
+                    )
+                    if error is None and generation_id != group.generation_id:
+                        error = ErrorCode.illegal_generation
+            if error is not None or group is None:
+                results.update(dict.fromkeys(known, error or ErrorCode.unknown_server_error))
+            else:
+                task = self._spawn(
+                    self.manager.store_txn_offsets(group, producer_id, producer_epoch, known)
+                )
+                results.update(await asyncio.shield(task))
+        return {tp: results[tp] for tp in (TopicPartition(p.topic, p.partition) for p in offsets)}
+
+    def on_txn_marker(self, partition: int, producer_id: int, committed: bool) -> None:
+        """A transaction marker reached __consumer_offsets-``partition``: the producer's
+        pending transactional offsets there are applied (commit) or dropped (abort)."""
+        if partition in self.manager.owned_partitions:
+            self.manager.complete_txn(partition, producer_id, committed)
+
     # ================================================================== OffsetFetch
 
     async def fetch_offsets(

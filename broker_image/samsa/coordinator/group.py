@@ -91,6 +91,11 @@ class GroupMetadata:
 
         self.offsets: dict[TopicPartition, CommitRecordMetadataAndOffset] = {}
         self.pending_offset_commits: dict[TopicPartition, OffsetAndMetadata] = {}
+        # TxnOffsetCommit: per producer id, offsets written in its open transaction; the
+        # value is None until the write is durable. They count once its marker commits.
+        self.pending_transactional_offset_commits: dict[
+            int, dict[TopicPartition, OffsetAndMetadata | CommitRecordMetadataAndOffset]
+        ] = {}
         # None when unknown (not a consumer group, or unreadable subscriptions): callers then
         # assume every topic is subscribed, which is the safe answer.
         self.subscribed_topics: set[str] | None = None
@@ -425,7 +430,51 @@ class GroupMetadata:
             del self.pending_offset_commits[tp]
 
     def has_pending_offset_commits_for(self, tp: TopicPartition) -> bool:
-        return tp in self.pending_offset_commits
+        """Also true while an open transaction holds an offset of the partition (KIP-447:
+        OffsetFetch with require_stable then answers UNSTABLE_OFFSET_COMMIT)."""
+        return tp in self.pending_offset_commits or any(
+            tp in pending for pending in self.pending_transactional_offset_commits.values()
+        )
+
+    # Kafka's prepareTxnOffsetCommit, onTxnOffsetCommitAppend, failPendingTxnOffsetCommit and
+    # completePendingTxnOffsetCommit.
+
+    def prepare_txn_offset_commit(
+        self, producer_id: int, offsets: Mapping[TopicPartition, OffsetAndMetadata]
+    ) -> None:
+        self.pending_transactional_offset_commits.setdefault(producer_id, {}).update(offsets)
+
+    def on_txn_offset_commit_append(
+        self, producer_id: int, tp: TopicPartition, committed: CommitRecordMetadataAndOffset
+    ) -> None:
+        pending = self.pending_transactional_offset_commits.get(producer_id)
+        if pending is not None and pending.get(tp) == committed.offset_and_metadata:
+            pending[tp] = committed
+
+    def fail_pending_txn_offset_commit(self, producer_id: int, tp: TopicPartition) -> None:
+        pending = self.pending_transactional_offset_commits.get(producer_id)
+        if pending is not None:
+            pending.pop(tp, None)
+            if not pending:
+                del self.pending_transactional_offset_commits[producer_id]
+
+    def complete_pending_txn_offset_commit(self, producer_id: int, committed: bool) -> int:
+        """The producer's transaction ended: its durable offsets become committed (if newer
+        than what the partition has) or are dropped. Returns how many were applied."""
+        pending = self.pending_transactional_offset_commits.pop(producer_id, None)
+        applied = 0
+        if committed and pending:
+            for tp, c in pending.items():
+                if not isinstance(c, CommitRecordMetadataAndOffset):
+                    continue  # its write never became durable
+                current = self.offsets.get(tp)
+                if current is None or current.older_than(c):
+                    self.offsets[tp] = c
+                    applied += 1
+        return applied
+
+    def has_pending_offset_commits_from(self, producer_id: int) -> bool:
+        return producer_id in self.pending_transactional_offset_commits
 
     def remove_offsets(
         self, partitions: Iterable[TopicPartition]
@@ -434,6 +483,8 @@ class GroupMetadata:
         for tp in partitions:
             tp = TopicPartition(*tp)
             self.pending_offset_commits.pop(tp, None)
+            for pending in self.pending_transactional_offset_commits.values():
+                pending.pop(tp, None)
             committed = self.offsets.pop(tp, None)
             if committed is not None:
                 removed[tp] = committed.offset_and_metadata
@@ -498,7 +549,11 @@ class GroupMetadata:
         return len(self.offsets)
 
     def has_offsets(self) -> bool:
-        return bool(self.offsets) or bool(self.pending_offset_commits)
+        return (
+            bool(self.offsets)
+            or bool(self.pending_offset_commits)
+            or bool(self.pending_transactional_offset_commits)
+        )
 
     def __repr__(self) -> str:
         return (

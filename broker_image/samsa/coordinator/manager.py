@@ -35,6 +35,8 @@ from samsa.coordinator.results import OffsetFetchPartition
 from samsa.coordinator.store import (
     GroupStore,
     Record,
+    TxnMarker,
+    TxnRecord,
     group_store_error,
     offset_commit_error,
     storage_error_code,
@@ -49,7 +51,8 @@ T = TypeVar("T")
 # Replaying a large partition must not starve the event loop.
 _LOAD_YIELD_EVERY = 1000
 
-ReplayRecords = Iterable[tuple[bytes, bytes | None]] | AsyncIterable[tuple[bytes, bytes | None]]
+# (key, value) records, and with transactional offset commits TxnRecord and TxnMarker items.
+ReplayRecords = Iterable[Any] | AsyncIterable[Any]
 
 
 async def _done(value: T) -> T:
@@ -137,6 +140,9 @@ class GroupMetadataManager:
         # which tells a running load that its result is stale.
         self.loading_partitions: dict[int, object] = {}
         self._append_order = itertools.count()
+        self._pending_txn_replay: dict[
+            int, dict[int, dict[tuple[str, TopicPartition], CommitRecordMetadataAndOffset]]
+        ] = {}
 
     # ------------------------------------------------------------------ ownership
 
@@ -272,6 +278,86 @@ class GroupMetadataManager:
             tp: (error if tp in valid else ErrorCode.offset_metadata_too_large) for tp in offsets
         }
 
+    def store_txn_offsets(
+        self,
+        group: GroupMetadata,
+        producer_id: int,
+        producer_epoch: int,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata],
+    ) -> Coroutine[Any, Any, dict[TopicPartition, ErrorCode]]:
+        """TxnOffsetCommit: write the offsets in the producer's transaction (a transactional
+        batch of its id and epoch). They stay pending until its marker reaches the partition
+        (``complete_txn``): committed, they count; aborted, they are dropped."""
+        valid = {tp: o for tp, o in offsets.items() if self._metadata_fits(o)}
+        if not valid:
+            return _done(dict.fromkeys(offsets, ErrorCode.offset_metadata_too_large))
+        partition = self.partition_for(group.group_id)
+        if partition not in self.owned_partitions:
+            return _done(dict.fromkeys(offsets, ErrorCode.not_coordinator))
+        records: list[Record] = [
+            (
+                encode_offset_commit_key(OffsetCommitKey(group.group_id, tp.topic, tp.partition)),
+                encode_offset_commit_value(o.to_value()),
+            )
+            for tp, o in valid.items()
+        ]
+        order = next(self._append_order)
+        group.prepare_txn_offset_commit(producer_id, valid)
+        return self._append_txn_offsets(
+            group, partition, records, offsets, valid, order, producer_id, producer_epoch
+        )
+
+    async def _append_txn_offsets(
+        self,
+        group: GroupMetadata,
+        partition: int,
+        records: list[Record],
+        offsets: Mapping[TopicPartition, OffsetAndMetadata],
+        valid: Mapping[TopicPartition, OffsetAndMetadata],
+        order: int,
+        producer_id: int,
+        producer_epoch: int,
+    ) -> dict[TopicPartition, ErrorCode]:
+        error = ErrorCode.none
+        try:
+            await self.store.append(
+                partition, records, producer_id=producer_id, producer_epoch=producer_epoch
+            )
+        except BaseException as exc:
+            for tp in valid:
+                group.fail_pending_txn_offset_commit(producer_id, tp)
+            if isinstance(exc, asyncio.CancelledError | KeyboardInterrupt | SystemExit):
+                raise
+            code = storage_error_code(exc)
+            log.warning(
+                "transactional offset commit of group %s (producer %d) failed: %s (%r)",
+                group.group_id,
+                producer_id,
+                code.name,
+                exc,
+            )
+            error = offset_commit_error(code)
+        else:
+            for tp, o in valid.items():
+                group.on_txn_offset_commit_append(
+                    producer_id, tp, CommitRecordMetadataAndOffset(order, o)
+                )
+        return {
+            tp: (error if tp in valid else ErrorCode.offset_metadata_too_large) for tp in offsets
+        }
+
+    def complete_txn(self, partition: int, producer_id: int, committed: bool) -> int:
+        """A producer's transaction marker reached this __consumer_offsets partition
+        (Kafka's handleTxnCompletion). Returns how many groups it touched."""
+        touched = 0
+        for group in list(self.groups.values()):
+            if self.partition_for(group.group_id) != partition:
+                continue
+            if group.has_pending_offset_commits_from(producer_id):
+                group.complete_pending_txn_offset_commit(producer_id, committed)
+                touched += 1
+        return touched
+
     async def cleanup_group_metadata(
         self,
         groups: Iterable[GroupMetadata],
@@ -388,9 +474,15 @@ class GroupMetadataManager:
         if self.loading_partitions.get(partition) is not token:
             return None
 
+        pending_txn = self._pending_txn_replay.pop(partition, {})
         by_group: dict[str, dict[TopicPartition, CommitRecordMetadataAndOffset]] = {}
         for (group_id, tp), committed in offsets.items():
             by_group.setdefault(group_id, {})[tp] = committed
+        txn_by_group: dict[str, dict[int, dict[TopicPartition, CommitRecordMetadataAndOffset]]]
+        txn_by_group = {}
+        for producer_id, txn in pending_txn.items():
+            for (group_id, tp), c in txn.items():
+                txn_by_group.setdefault(group_id, {}).setdefault(producer_id, {})[tp] = c
         loaded: list[GroupMetadata] = []
         for group_id, value in group_values.items():
             group = group_from_value(group_id, value, self.now_ms)
@@ -398,11 +490,18 @@ class GroupMetadataManager:
             if self.add_group(group) is group:
                 loaded.append(group)
         # Groups that only store offsets in Kafka and have no group metadata record.
-        for group_id, group_offsets in by_group.items():
+        for group_id in set(by_group) | set(txn_by_group):
+            if group_id in group_values:
+                continue
             group = GroupMetadata(group_id, self.now_ms)
-            group.initialize_offsets(group_offsets)
+            group.initialize_offsets(by_group.get(group_id, {}))
             if self.add_group(group) is group:
                 loaded.append(group)
+        # Transactions still open in the log: their offsets wait for their markers.
+        for group_id, per_producer in txn_by_group.items():
+            group = self.groups[group_id]
+            for producer_id, tps in per_producer.items():
+                group.pending_transactional_offset_commits.setdefault(producer_id, {}).update(tps)
         del self.loading_partitions[partition]
         self.owned_partitions.add(partition)
         return loaded
@@ -415,7 +514,32 @@ class GroupMetadataManager:
     ]:
         offsets: dict[tuple[str, TopicPartition], CommitRecordMetadataAndOffset] = {}
         groups: dict[str, GroupMetadataValue] = {}
+        # Offsets of open transactions, per producer id, until their marker.
+        pending_txn = self._pending_txn_replay[partition] = {}
         count = 0
+
+        def apply_item(item: Any) -> None:
+            if isinstance(item, TxnMarker):
+                txn = pending_txn.pop(item.producer_id, {})
+                if item.committed:
+                    for gtp, c in txn.items():
+                        current = offsets.get(gtp)
+                        if current is None or current.older_than(c):
+                            offsets[gtp] = c
+            elif isinstance(item, TxnRecord):
+                try:
+                    k = decode_key(item.key)
+                    if isinstance(k, OffsetCommitKey) and item.value is not None:
+                        oam = OffsetAndMetadata.from_value(decode_offset_commit_value(item.value))
+                        pending_txn.setdefault(item.producer_id, {})[
+                            (k.group, TopicPartition(k.topic, k.partition))
+                        ] = CommitRecordMetadataAndOffset(next(self._append_order), oam)
+                except RecordFormatError as exc:
+                    log.warning(
+                        "__consumer_offsets-%d: skipping an unreadable record: %s", partition, exc
+                    )
+            else:
+                apply(*item)
 
         def apply(key: bytes, value: bytes | None) -> None:
             try:
@@ -444,14 +568,14 @@ class GroupMetadataManager:
                 )
 
         if isinstance(records, AsyncIterable):
-            async for key, value in records:
-                apply(key, value)
+            async for item in records:
+                apply_item(item)
                 count += 1
                 if self.loading_partitions.get(partition) is not token:
                     break
         else:
-            for key, value in records:
-                apply(key, value)
+            for item in records:
+                apply_item(item)
                 count += 1
                 if count % _LOAD_YIELD_EVERY == 0:
                     await asyncio.sleep(0)

@@ -8,16 +8,38 @@ Kafka would return, from the produce-path error the store reports.
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from samsa.protocol.errors import ErrorCode, KafkaApiError
 
 Record = tuple[bytes, bytes | None]
 
 
+class TxnRecord(NamedTuple):
+    """A record of a transactional batch: the producer it belongs to until its marker."""
+
+    producer_id: int
+    key: bytes
+    value: bytes | None
+
+
+class TxnMarker(NamedTuple):
+    """A control batch: the producer's transaction ends, committed or aborted."""
+
+    producer_id: int
+    committed: bool
+
+
 class GroupStore(Protocol):
-    async def append(self, partition: int, records: list[Record]) -> None:
+    async def append(
+        self,
+        partition: int,
+        records: list[Record],
+        producer_id: int = -1,
+        producer_epoch: int = -1,
+    ) -> None:
         """Append (key, value) records, a None value being a tombstone; return when durable.
+        With a producer id, as one transactional batch of that producer (TxnOffsetCommit).
 
         Raise ``KafkaApiError`` with the produce error (NOT_LEADER_OR_FOLLOWER,
         NOT_ENOUGH_REPLICAS, REQUEST_TIMED_OUT, KAFKA_STORAGE_ERROR, ...) on failure.

@@ -55,6 +55,12 @@ def group_allowed(
     return allowed(services, ctx, op, ResourceType.GROUP, group)
 
 
+def transactional_id_allowed(
+    services: BrokerServices, ctx: RequestContext, op: AclOperation, transactional_id: str
+) -> bool:
+    return allowed(services, ctx, op, ResourceType.TRANSACTIONAL_ID, transactional_id)
+
+
 def cluster_allowed(services: BrokerServices, ctx: RequestContext, op: AclOperation) -> bool:
     return allowed(services, ctx, op, ResourceType.CLUSTER)
 

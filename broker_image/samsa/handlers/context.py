@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from samsa.config import KafkaConfig, LogConfig
 from samsa.coordinator import GroupCoordinator, ProducerIdManager
+from samsa.coordinator.transaction import TransactionCoordinator
 from samsa.metadata import BrokerInfo, MetadataCache, MetadataStore
 from samsa.protocol.messages import RequestHeader
 from samsa.replica import ReplicaManager
@@ -39,6 +40,8 @@ class BrokerServices:
     on_request: Callable[[str, float], None] = field(default=lambda api, seconds: None)
     # Consumer groups; None until the broker has started it.
     group_coordinator: GroupCoordinator | None = None
+    # Transactions (transactional ids in __transaction_state); None until started.
+    transaction_coordinator: TransactionCoordinator | None = None
     # Producer ids for InitProducerId; None until the broker has started it.
     producer_id_manager: ProducerIdManager | None = None
     # Bytes and messages sent to fetchers, per topic.

@@ -60,20 +60,27 @@ DIFFERENCES: tuple[Difference, ...] = (
         ),
     ),
     Difference(
-        api="Produce, InitProducerId, FindCoordinator",
-        what="No transaction coordinator yet.",
+        api=(
+            "InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit, "
+            "ListTransactions"
+        ),
+        what="Transactions with Kafka's coordinator, in transaction version 1 (KIP-98, KIP-447).",
         why=(
-            "InitProducerId with a transactional id and FindCoordinator for a transaction "
-            "coordinator get TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which clients report as "
-            "fatal, so transactional producers cannot start. The partitions' side of "
-            "transactions is there (see the next entry)."
+            "Transactional ids live in the compacted, replicated `__transaction_state` topic "
+            "(created on first use) and are coordinated by its partitions' leaders; "
+            "InitProducerId fences the id's older producer (PRODUCER_FENCED) after aborting its "
+            "open transaction, EndTxn is answered once PrepareCommit/PrepareAbort is durable and "
+            "the markers follow, transactions left open past transaction.timeout.ms are aborted "
+            "with an epoch bump, and TxnOffsetCommit's offsets count when the commit marker "
+            "reaches the group's partition. Not served: KIP-890's transaction version 2 "
+            "(EndTxn v5, AddPartitionsToTxn v5, TxnOffsetCommit v5: clients use v4 and add "
+            "partitions first, as with Kafka 3.x), KIP-939's keepPreparedTxn (InitProducerId v6) "
+            "and ListTransactions v2's transactional id pattern."
         ),
         checks=(
             "api_versions.add_partitions_to_txn",
-            "api_versions.add_offsets_to_txn",
             "api_versions.end_txn",
             "api_versions.txn_offset_commit",
-            "api_versions.describe_transactions",
             "api_versions.list_transactions",
         ),
     ),

@@ -1,14 +1,19 @@
-"""FindCoordinator (10): the broker leading a group's __consumer_offsets partition."""
+"""FindCoordinator (10): the leader of a group's or a transactional id's coordinator partition.
+
+A group's is its __consumer_offsets partition; a transactional id's (key type 1) its
+__transaction_state partition, that topic being created on first use."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from samsa.coordinator import GROUP_METADATA_TOPIC_NAME
-from samsa.handlers.authorization import group_allowed
+from samsa.coordinator.transaction import TRANSACTION_STATE_TOPIC_NAME
+from samsa.handlers.authorization import group_allowed, transactional_id_allowed
 from samsa.handlers.context import BrokerServices, RequestContext
 from samsa.handlers.groups import coordinator
-from samsa.handlers.topic_admin import ensure_offsets_topic
+from samsa.handlers.topic_admin import ensure_offsets_topic, ensure_transaction_state_topic
+from samsa.handlers.transactions import transaction_coordinator
 from samsa.protocol.errors import ErrorCode, KafkaApiError
 from samsa.security.acl import AclOperation
 
@@ -18,6 +23,41 @@ GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
 # v4 (KIP-699) batches keys; earlier versions ask for one.
 FIRST_BATCHED = 4
+
+
+def _leader_entry(
+    services: BrokerServices, entry: dict[str, Any], topic: str, partition: int, listener: str
+) -> dict[str, Any]:
+    state = services.cache.partition_state(topic, partition)
+    broker = services.cache.broker(state.leader, listener) if state is not None else None
+    if broker is None:
+        entry["error_code"] = ErrorCode.coordinator_not_available
+        entry["error_message"] = f"{topic}-{partition} has no leader"
+        return entry
+    entry.update(node_id=broker.id, host=broker.host, port=broker.port)
+    return entry
+
+
+async def _transaction_lookup(
+    services: BrokerServices, ctx: RequestContext, entry: dict[str, Any], key: str
+) -> dict[str, Any]:
+    if not transactional_id_allowed(services, ctx, AclOperation.DESCRIBE, key):
+        entry["error_code"] = ErrorCode.transactional_id_authorization_failed
+        return entry
+    tc = transaction_coordinator(services)
+    if tc is None:
+        entry["error_code"] = ErrorCode.coordinator_not_available
+        return entry
+    if services.cache.topic(TRANSACTION_STATE_TOPIC_NAME) is None:
+        try:
+            await ensure_transaction_state_topic(services)
+        except KafkaApiError as exc:
+            entry["error_code"] = ErrorCode.coordinator_not_available
+            entry["error_message"] = exc.message
+            return entry
+    return _leader_entry(
+        services, entry, TRANSACTION_STATE_TOPIC_NAME, tc.partition_for(key), ctx.conn.listener
+    )
 
 
 async def _lookup(
@@ -33,9 +73,7 @@ async def _lookup(
         "error_message": None,
     }
     if key_type == TRANSACTION_KEY_TYPE:
-        entry["error_code"] = ErrorCode.transactional_id_authorization_failed
-        entry["error_message"] = "Transactions are not supported by this broker"
-        return entry
+        return await _transaction_lookup(services, ctx, entry, key)
     if key_type != GROUP_KEY_TYPE:
         entry["error_code"] = ErrorCode.invalid_request
         entry["error_message"] = f"Unknown coordinator key type {key_type}"
@@ -55,14 +93,7 @@ async def _lookup(
             entry["error_message"] = exc.message
             return entry
     partition = group_coordinator.partition_for(key)
-    state = services.cache.partition_state(GROUP_METADATA_TOPIC_NAME, partition)
-    broker = services.cache.broker(state.leader, listener) if state is not None else None
-    if broker is None:
-        entry["error_code"] = ErrorCode.coordinator_not_available
-        entry["error_message"] = f"{GROUP_METADATA_TOPIC_NAME}-{partition} has no leader"
-        return entry
-    entry.update(node_id=broker.id, host=broker.host, port=broker.port)
-    return entry
+    return _leader_entry(services, entry, GROUP_METADATA_TOPIC_NAME, partition, listener)
 
 
 async def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> dict[str, Any]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from types import ModuleType
 
 from samsa.handlers import (
+    add_offsets_to_txn,
+    add_partitions_to_txn,
     alter_configs,
     alter_partition,
     alter_partition_reassignments,
@@ -24,8 +26,10 @@ from samsa.handlers import (
     describe_groups,
     describe_log_dirs,
     describe_producers,
+    describe_transactions,
     describe_user_scram_credentials,
     elect_leaders,
+    end_txn,
     fetch,
     find_coordinator,
     heartbeat,
@@ -37,6 +41,7 @@ from samsa.handlers import (
     list_groups,
     list_offsets,
     list_partition_reassignments,
+    list_transactions,
     metadata,
     offset_commit,
     offset_delete,
@@ -47,6 +52,7 @@ from samsa.handlers import (
     sasl_handshake,
     stop_replica,
     sync_group,
+    txn_offset_commit,
     update_metadata,
     write_txn_markers,
 )
@@ -88,6 +94,12 @@ MODULES: tuple[ModuleType, ...] = (
     controlled_shutdown,
     alter_partition,
     init_producer_id,
+    add_partitions_to_txn,
+    add_offsets_to_txn,
+    end_txn,
+    txn_offset_commit,
+    describe_transactions,
+    list_transactions,
     sasl_handshake,
     sasl_authenticate,
     describe_user_scram_credentials,

@@ -11,6 +11,7 @@ from typing import Any
 from samsa.config import TOPIC_CONFIG, ConfigError, LogConfig
 from samsa.config.topic import BROKER_SYNONYMS
 from samsa.coordinator import GROUP_METADATA_TOPIC_NAME
+from samsa.coordinator.transaction import TRANSACTION_STATE_TOPIC_NAME
 from samsa.handlers.context import BrokerServices
 from samsa.metadata import TopicMetadata, validate_topic_name
 from samsa.metadata.assignment import assign_replicas
@@ -194,6 +195,46 @@ async def ensure_offsets_topic(services: BrokerServices) -> None:
     plan = assign_replicas(services.cache.brokers(), config["offsets.topic.num.partitions"], rf)
     with contextlib.suppress(Exception):
         await create_topic(services, name, plan, configs)
+
+
+async def ensure_transaction_state_topic(services: BrokerServices) -> None:
+    """Create __transaction_state on first use, as Kafka does: compacted, with
+    transaction.state.log.num.partitions partitions, .replication.factor replicas and
+    min.insync.replicas of .min.isr.  Refused (the client retries) while fewer brokers are alive
+    than the replication factor asks."""
+    config = services.dynamic_config()
+    rf = config["transaction.state.log.replication.factor"]
+    configs = transaction_state_topic_configs(config)
+    if not services.config["zookeeper.connect"]:
+        # Standalone: one broker holds everything.
+        rf = 1
+        configs["min.insync.replicas"] = "1"
+    live = len(services.cache.brokers())
+    if live < rf:
+        raise KafkaApiError(
+            ErrorCode.coordinator_not_available,
+            f"Number of alive brokers '{live}' does not meet the required replication factor "
+            f"'{rf}' for the transactions state topic (configured via "
+            "'transaction.state.log.replication.factor').",
+        )
+    name = TRANSACTION_STATE_TOPIC_NAME
+    if name in services.store.topics():
+        return
+    plan = assign_replicas(
+        services.cache.brokers(), config["transaction.state.log.num.partitions"], rf
+    )
+    with contextlib.suppress(Exception):
+        await create_topic(services, name, plan, configs)
+
+
+def transaction_state_topic_configs(config: Any) -> dict[str, str]:
+    """The topic configs Kafka gives __transaction_state."""
+    return {
+        "cleanup.policy": "compact",
+        "min.insync.replicas": str(config["transaction.state.log.min.isr"]),
+        "segment.bytes": str(config["transaction.state.log.segment.bytes"]),
+        "unclean.leader.election.enable": "false",
+    }
 
 
 def topic_config_entries(services: BrokerServices, topic: TopicMetadata) -> list[dict[str, object]]:

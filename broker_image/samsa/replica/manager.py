@@ -361,11 +361,13 @@ class ReplicaManager:
         records: bytes | memoryview | None,
         required_acks: int,
         max_message_bytes: int,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> ProducePartitionResponse:
         """Validate and append one partition's batches as leader; errors become codes.
 
         With acks=all the response carries the offset the high watermark must reach before
-        the producer is answered (see ``wait_for_acks``)."""
+        the producer is answered (see ``wait_for_acks``). The group coordinator appends its
+        transactional offset commits as origin COORDINATOR: epochs checked, no sequence."""
         try:
             partition = self.leader_partition(tp)
             if not records:
@@ -388,7 +390,7 @@ class ReplicaManager:
             except CorruptRecordError as exc:
                 raise KafkaApiError(ErrorCode.corrupt_message, str(exc)) from None
             info = partition.append_records_to_leader(
-                records, headers, required_acks, config.min_insync_replicas
+                records, headers, required_acks, config.min_insync_replicas, origin
             )
         except KafkaApiError as exc:
             return ProducePartitionResponse(error_code=exc.code.value, error_message=exc.message)

@@ -42,7 +42,13 @@ class MemoryGroupStore:
         self.gate: asyncio.Event | None = None
         self.appends = 0
 
-    async def append(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> None:
+    async def append(
+        self,
+        partition: int,
+        records: list[tuple[bytes, bytes | None]],
+        producer_id: int = -1,
+        producer_epoch: int = -1,
+    ) -> None:
         self.appends += 1
         if self.gate is not None:
             await self.gate.wait()

@@ -35,6 +35,7 @@ OUT_OF_ORDER_SEQUENCE_NUMBER = 45
 INVALID_REQUEST = 42
 INVALID_PRODUCER_EPOCH = 47
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
+NOT_COORDINATOR = 16
 INVALID_RECORD = 87
 PARTITIONS = 3
 N = 3000
@@ -291,8 +292,10 @@ def test_init_producer_id_on_the_wire(tmp_path: Path) -> None:
         assert init_producer_id(wire, 4, None, ids[0], 0) == (NONE, ids[0], 1)
         assert init_producer_id(wire, 3, None, ids[0], -1)[0] == INVALID_REQUEST
         assert init_producer_id(wire, 3, None, -1, 2)[0] == INVALID_REQUEST
-        assert init_producer_id(wire, 1, "txn")[0] == TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-        assert init_producer_id(wire, 5, "txn")[0] == TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        # A transactional id goes to its transaction coordinator: none until FindCoordinator
+        # has created __transaction_state.
+        assert init_producer_id(wire, 1, "txn")[0] == NOT_COORDINATOR
+        assert init_producer_id(wire, 5, "txn")[0] == NOT_COORDINATOR
         assert init_producer_id(wire, 2, "")[0] == INVALID_REQUEST
         broker.restart()
         with Wire(broker.port) as again:
