@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import Producer
 from confluent_kafka.admin import (
     AclBinding,
     AclOperation,
@@ -40,8 +41,8 @@ from samsa.testing import InProcessBroker, free_port
 
 pytestmark = pytest.mark.timeout(180)
 
-TOPIC_DENIED, GROUP_DENIED, CLUSTER_DENIED = 29, 30, 31
-AUTHORIZATION_ERRORS = {TOPIC_DENIED, GROUP_DENIED, CLUSTER_DENIED}
+TOPIC_DENIED, GROUP_DENIED, CLUSTER_DENIED, TXN_DENIED = 29, 30, 31, 53
+AUTHORIZATION_ERRORS = {TOPIC_DENIED, GROUP_DENIED, CLUSTER_DENIED, TXN_DENIED}
 NONE = 0
 STALE_CONTROLLER_EPOCH = 11
 NOT_CONTROLLER = 41
@@ -51,9 +52,23 @@ GROUP_ID_NOT_FOUND = 69
 RESOURCE_NOT_FOUND = 91
 ELECTION_NOT_NEEDED = 84
 
-T, G, C = ResourceType.TOPIC, ResourceType.GROUP, ResourceType.BROKER
+T, G, C, X = (
+    ResourceType.TOPIC,
+    ResourceType.GROUP,
+    ResourceType.BROKER,
+    ResourceType.TRANSACTIONAL_ID,
+)
 Op = AclOperation
 TOPIC, DOOMED, GROUP = "t", "doomed", "g"
+# A transactional id the fixture's producer has initialised, one that does not exist, and a
+# group for transactional offsets (kept apart from g, whose offsets other rows read).
+TXN, NO_TXN, TXN_GROUP = "tx", "tx-none", "g-txn"
+# Past the authorization check, the transaction APIs answer for a producer id that is not the
+# transactional id's: Kafka's errors for that, never an authorization error.
+NOT_THIS_PRODUCER = {0, 47, 48, 49, 51, 90}  # INVALID_PRODUCER_EPOCH .. PRODUCER_FENCED
+COORDINATOR_MOVING = {14, 15, 16}  # load in progress, not available, not coordinator
+TRANSACTIONAL_ID_NOT_FOUND = 105
+STRANGER = 999_999
 BROKER_RESOURCE, TOPIC_RESOURCE = 4, 2
 
 
@@ -729,6 +744,154 @@ ROWS = [
         {NOT_CONTROLLER},
     ),
     Row(
+        "InitProducerId (transactional: WRITE on the transactional id)",
+        22,
+        4,
+        lambda: {
+            "transactional_id": TXN,
+            "transaction_timeout": 60_000,
+            "producer_id": -1,
+            "producer_epoch": -1,
+        },
+        ((X, TXN, Op.WRITE),),
+        _top,
+        {TXN_DENIED},
+        {NONE, 51} | COORDINATOR_MOVING,
+    ),
+    Row(
+        "AddPartitionsToTxn",
+        24,
+        3,
+        lambda: {
+            "v3_and_below_transactional_id": TXN,
+            "v3_and_below_producer_id": STRANGER,
+            "v3_and_below_producer_epoch": 0,
+            "v3_and_below_topics": [{"name": TOPIC, "partitions": [0]}],
+        },
+        ((X, TXN, Op.WRITE), (T, TOPIC, Op.WRITE)),
+        lambda r: {
+            p.partition_error_code
+            for t in r.results_by_topic_v3_and_below
+            for p in t.results_by_partition
+        },
+        {TXN_DENIED},
+        NOT_THIS_PRODUCER | COORDINATOR_MOVING,
+    ),
+    Row(
+        "AddOffsetsToTxn",
+        25,
+        3,
+        lambda: {
+            "transactional_id": TXN,
+            "producer_id": STRANGER,
+            "producer_epoch": 0,
+            "group_id": TXN_GROUP,
+        },
+        ((X, TXN, Op.WRITE), (G, TXN_GROUP, Op.READ)),
+        _top,
+        {TXN_DENIED},
+        NOT_THIS_PRODUCER | COORDINATOR_MOVING,
+    ),
+    Row(
+        "EndTxn",
+        26,
+        3,
+        lambda: {
+            "transactional_id": TXN,
+            "producer_id": STRANGER,
+            "producer_epoch": 0,
+            "committed": False,
+        },
+        ((X, TXN, Op.WRITE),),
+        _top,
+        {TXN_DENIED},
+        NOT_THIS_PRODUCER | COORDINATOR_MOVING,
+    ),
+    Row(
+        "WriteTxnMarkers",
+        27,
+        1,
+        lambda: {
+            "markers": [
+                {
+                    "producer_id": STRANGER,
+                    "producer_epoch": 0,
+                    "transaction_result": False,
+                    "topics": [{"name": TOPIC, "partition_indexes": [0]}],
+                    "coordinator_epoch": 0,
+                }
+            ]
+        },
+        ((C, "kafka-cluster", Op.CLUSTER_ACTION),),
+        lambda r: {p.error_code for m in r.markers for t in m.topics for p in t.partitions},
+        {CLUSTER_DENIED},
+        {NONE},
+    ),
+    Row(
+        "TxnOffsetCommit (the transactional id before the group)",
+        28,
+        3,
+        lambda: {
+            "transactional_id": TXN,
+            "group_id": TXN_GROUP,
+            "producer_id": STRANGER,
+            "producer_epoch": 0,
+            "generation_id": -1,
+            "member_id": "",
+            "group_instance_id": None,
+            "topics": [
+                {
+                    "name": TOPIC,
+                    "partitions": [
+                        {
+                            "partition_index": 0,
+                            "committed_offset": 0,
+                            "committed_leader_epoch": -1,
+                            "committed_metadata": "",
+                        }
+                    ],
+                }
+            ],
+        },
+        ((X, TXN, Op.WRITE), (G, TXN_GROUP, Op.READ), (T, TOPIC, Op.READ)),
+        _partition_errors(),
+        {TXN_DENIED},
+        NOT_THIS_PRODUCER | COORDINATOR_MOVING,
+    ),
+    Row(
+        "DescribeProducers",
+        61,
+        0,
+        lambda: {"topics": [{"name": TOPIC, "partition_indexes": [0]}]},
+        ((T, TOPIC, Op.READ),),
+        _partition_errors(),
+        {TOPIC_DENIED},
+        {NONE},
+    ),
+    Row(
+        "DescribeTransactions",
+        65,
+        0,
+        lambda: {"transactional_ids": [NO_TXN]},
+        ((X, NO_TXN, Op.DESCRIBE),),
+        lambda r: {s.error_code for s in r.transaction_states},
+        {TXN_DENIED},
+        {TRANSACTIONAL_ID_NOT_FOUND} | COORDINATOR_MOVING,
+    ),
+    Row(
+        "ListTransactions (lists only what the principal may describe)",
+        66,
+        1,
+        lambda: {"state_filters": [], "producer_id_filters": [], "duration_filter": -1},
+        ((X, TXN, Op.DESCRIBE),),
+        lambda r: {
+            r.error_code,
+            "seen" if any(s.transactional_id == TXN for s in r.transaction_states) else "hidden",
+        },
+        {NONE, "hidden"},
+        {NONE, "seen"},
+    ),
+    Row(
         "DescribeCluster (cluster operations: 0 without DESCRIBE)",
         60,
         0,
@@ -811,6 +974,10 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
         )
         for f in admin.create_acls(grants).values():
             f.result(20)
+        # The transactional id exists (Empty) for the transaction rows to find and list.
+        transactional = Producer({**env.admin_conf(), "transactional.id": TXN})
+        transactional.init_transactions(30)
+        transactional.flush(10)
         # Group g exists (Empty, with a committed offset) for the group rows to find.
         owner = env.client("admin")
         try:
