@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from confluent_kafka import (
@@ -22,19 +22,11 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin import OffsetSpec as KafkaOffsetSpec
 
-from samsa_spark.fetch import (
-    OFFSET_OUT_OF_RANGE,
-    UNKNOWN_TOPIC_OR_PARTITION,
-    FetchedPartition,
-    FetchError,
-    FetchSettings,
-    NoProgressError,
-    read_range,
-    uses_plaintext,
-)
 from samsa_spark.offsets import TP, OffsetRange
-from samsa_spark.records import CorruptBatchError
 from samsa_spark.schema import arrow_schema
+
+if TYPE_CHECKING:
+    from samsa_spark.fetch import FetchedPartition
 
 
 class SamsaConnectionError(RuntimeError):
@@ -219,6 +211,10 @@ _CONSUMER_ONLY = (
 )
 
 
+def _uses_plaintext(kafka: Mapping[str, str]) -> bool:
+    return kafka.get("security.protocol", "plaintext").lower() == "plaintext"
+
+
 def _admin_key(key: str) -> bool:
     return not key.startswith(_CONSUMER_ONLY)
 
@@ -290,7 +286,7 @@ class RangeReader:
         self.batch_rows = batch_rows
         self.schema = arrow_schema(include_headers)
         # librdkafka keeps TLS and SASL: the columnar path speaks PLAINTEXT only.
-        self.columnar = columnar and uses_plaintext(self.kafka)
+        self.columnar = columnar and _uses_plaintext(self.kafka)
 
     def read(self, r: OffsetRange) -> Iterator[pa.RecordBatch]:
         if r.size <= 0:
@@ -341,6 +337,18 @@ class RangeReader:
                     raise self._no_records(r, position)
 
     def _read_columnar(self, r: OffsetRange) -> Iterator[pa.RecordBatch]:
+        # Imported here: numba takes about a second to import, and the driver's planning
+        # process (which Spark starts afresh for every streaming query) never decodes.
+        from samsa_spark.fetch import (
+            OFFSET_OUT_OF_RANGE,
+            UNKNOWN_TOPIC_OR_PARTITION,
+            FetchError,
+            FetchSettings,
+            NoProgressError,
+            read_range,
+        )
+        from samsa_spark.records import CorruptBatchError
+
         brokers = Brokers(self.bootstrap, self.kafka, int(self.poll_timeout * 1000))
 
         def on_error(code: int, position: int, got: FetchedPartition) -> int:

@@ -161,10 +161,6 @@ class FetchConnection:
         self.sock.close()
 
 
-def uses_plaintext(kafka: Mapping[str, str]) -> bool:
-    return kafka.get("security.protocol", "plaintext").lower() == "plaintext"
-
-
 def read_range(
     leader: Callable[[], tuple[str, int]],
     r: OffsetRange,
