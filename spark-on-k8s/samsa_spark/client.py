@@ -176,6 +176,22 @@ class Brokers:
         except KafkaException as e:
             raise self._unreachable("list offsets", e) from None
 
+    def leaders(self, topic: str) -> dict[int, tuple[str, int]]:
+        """host and port of the leader of each of the topic's partitions that has one."""
+        try:
+            md = self.admin.list_topics(topic=topic, timeout=self.timeout)
+        except KafkaException as e:
+            raise self._unreachable("get metadata", e) from None
+        t = md.topics.get(topic)
+        if t is None or t.error is not None:
+            return {}
+        out = {}
+        for index, p in t.partitions.items():
+            broker = md.brokers.get(p.leader)
+            if broker is not None:
+                out[index] = (str(broker.host), broker.port)
+        return out
+
     def leader(self, topic: str, partition: int) -> tuple[str, int]:
         """host and port of the partition's leader; ConnectionError while it has none."""
         try:

@@ -94,11 +94,12 @@ def _encode(
     x_key,
     x_value,
     with_extra,
+    first_delta,
 ):
     """The records section of a batch holding `rows` (indices into the columns), offset
-    deltas 0..n-1 and timestamp deltas 0. Lengths of -1 are nulls; header entries of row r are
-    h_first[r] .. h_first[r] + h_count[r] - 1; `x_key`/`x_value` is a header added to every
-    record when `with_extra`."""
+    deltas from `first_delta` on and timestamp deltas 0. Lengths of -1 are nulls; the header
+    entries of row r are h_first[r] .. h_first[r] + h_count[r] - 1; `x_key`/`x_value` is a
+    header added to every record when `with_extra`."""
     n = len(rows)
     body = np.empty(n, np.int64)
     total = 0
@@ -107,7 +108,7 @@ def _encode(
         extra = _field_size(len(x_key)) + _field_size(len(x_value))
     for i in range(n):
         r = rows[i]
-        size = 1 + 1 + _varint_size(i)  # attributes, timestamp delta 0, offset delta
+        size = 1 + 1 + _varint_size(first_delta + i)  # attributes, timestamp delta, offset delta
         size += _field_size(k_len[r]) + _field_size(v_len[r])
         hc = h_count[r] + (1 if with_extra else 0)
         size += _varint_size(hc) + extra
@@ -122,7 +123,7 @@ def _encode(
         pos = _put_varint(out, pos, body[i])
         out[pos] = 0  # record attributes
         out[pos + 1] = 0  # timestamp delta
-        pos = _put_varint(out, pos + 2, i)
+        pos = _put_varint(out, pos + 2, first_delta + i)
         pos = _put_field(out, pos, k_data, k_off[r], k_len[r])
         pos = _put_field(out, pos, v_data, v_off[r], v_len[r])
         pos = _put_varint(out, pos, h_count[r] + (1 if with_extra else 0))
@@ -197,6 +198,7 @@ def _spans(arr: pa.Array | None, n: int) -> tuple[np.ndarray, np.ndarray, np.nda
     _validity, offs_buf, data_buf = arr.buffers()
     offs = np.frombuffer(offs_buf, width)[arr.offset : arr.offset + n + 1].astype(np.int64)
     data = np.frombuffer(data_buf, np.uint8) if data_buf is not None else _EMPTY_U8
+    data.flags.writeable = False  # whichever way Arrow exposed it: one specialisation
     lengths = np.diff(offs)
     if arr.null_count:
         lengths[arr.is_null().to_numpy(zero_copy_only=False)] = -1
@@ -243,8 +245,11 @@ class Columns:
         start, length, data = self.key
         return _murmur2_partitions(start, length, data, count)
 
-    def records(self, rows: np.ndarray, extra_header: tuple[bytes, bytes] | None) -> bytes:
-        """The uncompressed records section for `rows`, in that order."""
+    def records(
+        self, rows: np.ndarray, extra_header: tuple[bytes, bytes] | None, first_delta: int = 0
+    ) -> bytes:
+        """The uncompressed records section for `rows`, in that order, their offset deltas
+        counting from `first_delta` (sections of one batch are concatenated)."""
         xk, xv = extra_header if extra_header is not None else (b"", b"")
         out = _encode(
             rows.astype(np.int64, copy=False),
@@ -257,6 +262,7 @@ class Columns:
             np.frombuffer(xk, np.uint8),
             np.frombuffer(xv, np.uint8),
             extra_header is not None,
+            first_delta,
         )
         return out.tobytes()
 

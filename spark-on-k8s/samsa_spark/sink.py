@@ -31,6 +31,12 @@ execution must stay off (Spark's default): two live attempts of one task could b
 
 Batch writes (``df.write``) have no batchId: each task publishes its rows once, and as with
 Spark's Kafka sink a retried task may publish its rows again.
+
+Tasks publish Spark's Arrow batches through `samsa_spark.produce` (record batches encoded from
+the columns, idempotent Produce requests of our own); with TLS, SASL, or librdkafka settings
+that path does not carry out, and with option ``writer=librdkafka``, they publish row by row
+through librdkafka's producer. A replayed task's rows (step 2) go row by row too. Both place
+keyed rows with Kafka's murmur2 partitioner, as Spark's Kafka sink does.
 """
 
 from __future__ import annotations
@@ -52,7 +58,14 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, StructType
 
-from samsa_spark.client import Brokers, ProducerErrors, SamsaConnectionError, consumer, scan
+from samsa_spark.client import (
+    Brokers,
+    IdempotenceUnsupportedError,
+    ProducerErrors,
+    SamsaConnectionError,
+    consumer,
+    scan,
+)
 from samsa_spark.commitlog import (
     TAG_HEADER,
     BatchMarker,
@@ -139,7 +152,14 @@ class _Publisher:
     def __init__(self, opts: SinkOptions) -> None:
         self.opts = opts
         self.errors = ProducerErrors(opts.bootstrap)
-        conf: dict[str, Any] = {"enable.idempotence": True, "acks": "all", "linger.ms": 5}
+        conf: dict[str, Any] = {
+            "enable.idempotence": True,
+            "acks": "all",
+            "linger.ms": 5,
+            # Kafka's Java default for keyed records, as Spark's Kafka sink and the columnar
+            # writer place them.
+            "partitioner": "murmur2_random",
+        }
         conf.update(opts.kafka)
         conf.update(self.errors.conf())
         self.producer = Producer(conf)
@@ -210,13 +230,62 @@ def publish_all(
     return sorted(topics), pub.sent
 
 
+def publish_columnar(
+    opts: SinkOptions,
+    batches: Iterable[pa.RecordBatch],
+    header: tuple[str, bytes] | None = None,
+) -> tuple[list[str], int] | None:
+    """Publish Arrow batches as encoded record batches; None if the options need librdkafka
+    (nothing is published then). Flushes even on failure, as `publish_all` does."""
+    # Imported here: numba takes about a second to import, and the driver never encodes.
+    from samsa_spark.produce import ColumnarProducer, ProduceError, columnar_settings
+
+    settings = columnar_settings(opts.kafka, opts.metadata_timeout_ms / 1000 * 10)
+    if opts.writer != "columnar" or settings is None:
+        return None
+    brokers = _brokers(opts)
+
+    def partitions_of(topic: str) -> int:
+        count = brokers.partitions_by_topic().get(topic)
+        if not count:
+            raise SamsaOptionError(f"unknown topic {topic} (the samsa sink does not create topics)")
+        return count
+
+    producer = ColumnarProducer(settings, partitions_of, brokers.leaders)
+    extra = (header[0].encode(), header[1]) if header is not None else None
+    where = f"kafka.bootstrap.servers={opts.bootstrap}"
+    try:
+        try:
+            for b in batches:
+                producer.publish(b, opts.topic, extra)
+        finally:
+            producer.flush()
+    except ProduceError as e:
+        if e.code == 35:  # UNSUPPORTED_VERSION: a broker without InitProducerId
+            raise IdempotenceUnsupportedError(
+                f"the brokers at {where} do not support idempotent producers "
+                "(InitProducerId); set kafka.enable.idempotence=false"
+            ) from None
+        raise SamsaConnectionError(f"publishing on {where}: {e}") from None
+    except ValueError as e:
+        raise SamsaOptionError(str(e)) from None
+    except OSError as e:
+        raise SamsaConnectionError(f"publishing on {where}: {e}") from None
+    finally:
+        producer.close()
+    return sorted(producer.topics), producer.sent
+
+
 class SamsaBatchWriter(DataSourceArrowWriter):
     def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
         self.opts = sink_options(options, schema)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
-        rows = (r for b in iterator for r in records(b, self.opts.topic))
-        topics, sent = publish_all(self.opts, rows)
+        done = publish_columnar(self.opts, iterator)
+        if done is None:
+            rows = (r for b in iterator for r in records(b, self.opts.topic))
+            done = publish_all(self.opts, rows)
+        topics, sent = done
         return SinkCommitMessage(topics=topics, published=sent)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
@@ -311,6 +380,10 @@ class SamsaStreamWriter(DataSourceStreamArrowWriter):
         retry = earlier_attempt(clog.task_markers(last.task_log_end if last else 0), batch_id, task)
         clog.append(CommitLog.TASKS, TaskMarker(batch_id, task, ctx.attemptNumber()).encode())
         header = (TAG_HEADER, tag(query_id, batch_id, task))
+        if not retry:
+            done = publish_columnar(self.opts, iterator, header)
+            if done is not None:
+                return SinkCommitMessage(query_id=query_id, topics=done[0], published=done[1])
         rows: Iterable[Record] = (r for b in iterator for r in records(b, self.opts.topic))
         if retry:
             rows = list(rows)

@@ -78,3 +78,14 @@ def test_string_keys_partition_as_kafkas_murmur2() -> None:
     for count in (1, 6, 7, 1000):
         want = [(h & 0x7FFFFFFF) % count for h in vectors.values()] + [-1]
         assert cols.partitions(count).tolist() == want
+
+
+@settings(max_examples=50, deadline=None)
+@given(rows=st.lists(_row, min_size=2, max_size=20), data=st.data())
+def test_sections_concatenate_into_one_batch(rows, data) -> None:
+    cut = data.draw(st.integers(1, len(rows) - 1))
+    cols = _columns(rows)
+    first = cols.records(np.arange(cut), (b"t", b"1"))
+    rest = cols.records(np.arange(cut, len(rows)), (b"t", b"1"), first_delta=cut)
+    got = batch(first + rest, len(rows), 3)
+    assert got == _reference(rows, ("t", b"1"), timestamp_ms=3)
