@@ -59,6 +59,14 @@ _UNDERSTOOD = {
     "message.timeout.ms",
     "delivery.timeout.ms",
     "partitioner",
+    # these only tune librdkafka's metadata look-ups (which this path still uses) or its
+    # retries, which this path does in its own way
+    "metadata.max.age.ms",
+    "topic.metadata.refresh.interval.ms",
+    "socket.timeout.ms",
+    "retries",
+    "retry.backoff.ms",
+    "max.in.flight.requests.per.connection",
 }
 
 
@@ -207,7 +215,7 @@ class _Partition:
     sealed: deque[bytes] = field(default_factory=deque)
     in_flight: bool = False
     sequence: int = 0
-    first_try: float = 0.0  # when the first sealed batch was first sent
+    first_try: float = 0.0  # since when the first sealed batch has waited
     retry_at: float = 0.0  # after a retriable error: not before this
 
 
@@ -366,6 +374,7 @@ class ColumnarProducer:
         )
         # Kafka's sequences wrap at 2**31.
         part.sequence = (part.sequence + part.count) % (1 << 31)
+        part.first_try = part.first_try or time.monotonic()
         part.sections, part.count, part.size = [], 0, 0
 
     def _producer_id(self) -> tuple[int, int]:
@@ -454,7 +463,7 @@ class ColumnarProducer:
         for tp, part in self._parts.items():
             if part.in_flight or not part.sealed or part.retry_at > now:
                 continue
-            if part.first_try and now - part.first_try > self.settings.timeout_s:
+            if now - part.first_try > self.settings.timeout_s:
                 raise ProduceError(f"Produce to {tp[0]}/{tp[1]} (timed out)", 7)
             try:
                 addr = self._leader(*tp)
@@ -473,9 +482,7 @@ class ColumnarProducer:
                 continue
             self._in_flight[addr] = (corr, batches)
             for tp in batches:
-                part = self._parts[tp]
-                part.in_flight = True
-                part.first_try = part.first_try or now
+                self._parts[tp].in_flight = True
 
     def _take(self, addr: tuple[str, int]) -> None:
         corr, batches = self._in_flight[addr]
@@ -491,7 +498,7 @@ class ColumnarProducer:
             code = errors.get(tp, 3)
             if code in (0, _DUPLICATE_SEQUENCE_NUMBER):
                 part.sealed.popleft()
-                part.first_try = 0.0
+                part.first_try = time.monotonic() if part.sealed else 0.0
             elif code in _RETRIABLE:
                 part.retry_at = time.monotonic() + 0.1
                 self._forget_leaders()

@@ -251,7 +251,13 @@ def publish_columnar(
             raise SamsaOptionError(f"unknown topic {topic} (the samsa sink does not create topics)")
         return count
 
-    producer = ColumnarProducer(settings, partitions_of, brokers.leaders)
+    def leaders_of(topic: str) -> dict[int, tuple[str, int]]:
+        try:
+            return brokers.leaders(topic)
+        except SamsaConnectionError:
+            return {}  # none known now: the producer asks again until its timeout
+
+    producer = ColumnarProducer(settings, partitions_of, leaders_of)
     extra = (header[0].encode(), header[1]) if header is not None else None
     where = f"kafka.bootstrap.servers={opts.bootstrap}"
     try:

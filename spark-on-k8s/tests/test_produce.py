@@ -126,3 +126,26 @@ def test_settings_only_librdkafka_can_honour_fall_back() -> None:
     assert columnar_settings({"acks": "1"}, 1) is None  # idempotence needs acks=all
     assert columnar_settings({"acks": "1", "enable.idempotence": "false"}, 1)
     assert columnar_settings({"socket.keepalive.enable": "true"}, 1) is None
+
+
+def test_a_broker_restart_mid_publish_loses_and_doubles_nothing(tmp_path) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from samsa.testing import InProcessBroker
+
+    with InProcessBroker(tmp_path) as b:
+        admin = AdminClient({"bootstrap.servers": b.bootstrap_servers})
+        for f in admin.create_topics([NewTopic("restarted", 2, 1)]).values():
+            f.result(30)
+        opts = _opts(b.bootstrap_servers, "restarted", **{"metadata.max.age.ms": "1000"})
+        batches = [_batch(2000, s) for s in range(0, 20_000, 2000)]
+
+        def fed():
+            for i, batch in enumerate(batches):
+                if i == 5:
+                    b.restart()
+                yield batch
+
+        assert publish_columnar(opts, fed()) == (["restarted"], 20_000)
+        got = consume_all(b.bootstrap_servers, "restarted")
+    assert Counter((m.key(), m.value(), tuple(m.headers() or ())) for m in got) == _rows(batches)
