@@ -244,6 +244,12 @@ class ColumnarProducer:
         self._producer: tuple[int, int] = (-1, -1)
         self._sticky = 0
 
+    def begin(self) -> None:
+        """Count afresh (a task's records and topics); partition counts are asked again."""
+        self.sent = 0
+        self.topics = set()
+        self._counts.clear()
+
     # --- encoding -------------------------------------------------------------------------
 
     def publish(
@@ -291,7 +297,7 @@ class ColumnarProducer:
         if count is None:
             count = self.partitions_of(topic)
             self._counts[topic] = count
-            self.topics.add(topic)
+        self.topics.add(topic)
         return count
 
     def _partitions(
@@ -404,9 +410,8 @@ class ColumnarProducer:
             self._drive(block=True)
 
     def close(self) -> None:
-        for conn in self._conns.values():
-            conn.close()
-        self._conns.clear()
+        for addr in list(self._conns):
+            self._drop(addr)
         self._selector.close()
 
     def _leader(self, topic: str, p: int) -> tuple[str, int]:

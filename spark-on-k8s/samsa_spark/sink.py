@@ -44,7 +44,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -207,8 +207,29 @@ def sink_options(options: Mapping[str, str], schema: StructType) -> SinkOptions:
     return opts
 
 
+# Kafka clients kept for the life of the Python worker, which Spark reuses task after task and
+# micro-batch after micro-batch: a new librdkafka client per task pays its connections, its
+# metadata and its first fetch again, which is most of a small micro-batch's time.
+_CLIENTS: dict[tuple[Any, ...], Any] = {}
+
+
+def _shared(kind: str, opts: SinkOptions, make: Callable[[], Any]) -> Any:
+    key = (kind, opts.bootstrap, opts.metadata_timeout_ms, tuple(sorted(opts.kafka.items())))
+    client = _CLIENTS.get(key)
+    if client is None:
+        client = _CLIENTS[key] = make()
+    return client
+
+
+def _forget(kind: str, opts: SinkOptions) -> None:
+    key = (kind, opts.bootstrap, opts.metadata_timeout_ms, tuple(sorted(opts.kafka.items())))
+    _CLIENTS.pop(key, None)
+
+
 def _brokers(opts: SinkOptions) -> Brokers:
-    return Brokers(opts.bootstrap, opts.kafka, opts.metadata_timeout_ms)
+    return _shared(
+        "brokers", opts, lambda: Brokers(opts.bootstrap, opts.kafka, opts.metadata_timeout_ms)
+    )
 
 
 def publish_all(
@@ -230,15 +251,13 @@ def publish_all(
     return sorted(topics), pub.sent
 
 
-def publish_columnar(
+def _publish_columnar(
     opts: SinkOptions,
     batches: Iterable[pa.RecordBatch],
-    header: tuple[str, bytes] | None = None,
+    header: tuple[str, bytes] | None,
 ) -> tuple[list[str], int] | None:
-    """Publish Arrow batches as encoded record batches; None if the options need librdkafka
-    (nothing is published then). Flushes even on failure, as `publish_all` does."""
     # Imported here: numba takes about a second to import, and the driver never encodes.
-    from samsa_spark.produce import ColumnarProducer, ProduceError, columnar_settings
+    from samsa_spark.produce import ColumnarProducer, columnar_settings
 
     settings = columnar_settings(opts.kafka, opts.metadata_timeout_ms / 1000 * 10)
     if opts.writer != "columnar" or settings is None:
@@ -257,15 +276,37 @@ def publish_columnar(
         except SamsaConnectionError:
             return {}  # none known now: the producer asks again until its timeout
 
-    producer = ColumnarProducer(settings, partitions_of, leaders_of)
+    # One producer (its connections and producer id) for the worker's tasks, one at a time.
+    producer = _shared(
+        "columnar-producer", opts, lambda: ColumnarProducer(settings, partitions_of, leaders_of)
+    )
+    producer.begin()
     extra = (header[0].encode(), header[1]) if header is not None else None
-    where = f"kafka.bootstrap.servers={opts.bootstrap}"
     try:
         try:
             for b in batches:
                 producer.publish(b, opts.topic, extra)
         finally:
             producer.flush()
+    except BaseException:
+        _forget("columnar-producer", opts)
+        producer.close()
+        raise
+    return sorted(producer.topics), producer.sent
+
+
+def publish_columnar(
+    opts: SinkOptions,
+    batches: Iterable[pa.RecordBatch],
+    header: tuple[str, bytes] | None = None,
+) -> tuple[list[str], int] | None:
+    """Publish Arrow batches as encoded record batches; None if the options need librdkafka
+    (nothing is published then). Flushes even on failure, as `publish_all` does."""
+    from samsa_spark.produce import ProduceError
+
+    where = f"kafka.bootstrap.servers={opts.bootstrap}"
+    try:
+        return _publish_columnar(opts, batches, header)
     except ProduceError as e:
         if e.code == 35:  # UNSUPPORTED_VERSION: a broker without InitProducerId
             raise IdempotenceUnsupportedError(
@@ -277,9 +318,6 @@ def publish_columnar(
         raise SamsaOptionError(str(e)) from None
     except OSError as e:
         raise SamsaConnectionError(f"publishing on {where}: {e}") from None
-    finally:
-        producer.close()
-    return sorted(producer.topics), producer.sent
 
 
 class SamsaBatchWriter(DataSourceArrowWriter):
@@ -334,13 +372,17 @@ class CommitLog:
             time.sleep(0.05)
 
     def _read(self, partition: int, start: int, end: int) -> list[bytes]:
-        c = consumer(self.opts.bootstrap, self.opts.kafka)
+        c = _shared("consumer", self.opts, lambda: consumer(self.opts.bootstrap, self.opts.kafka))
         try:
-            return [
+            values = [
                 m.value() or b"" for m in scan(c, self.topic, partition, start, end, self.timeout)
             ]
-        finally:
+            c.unassign()
+            return values
+        except BaseException:
+            _forget("consumer", self.opts)
             c.close()
+            raise
 
     def ends(self) -> dict[int, int]:
         tps = [(self.topic, self.BATCHES), (self.topic, self.TASKS)]
@@ -356,10 +398,17 @@ class CommitLog:
         return [TaskMarker.decode(v) for v in self._read(self.TASKS, since, end)]
 
     def append(self, partition: int, value: bytes) -> None:
-        errors = ProducerErrors(self.opts.bootstrap)
-        p = Producer({"acks": "all", **self.opts.kafka, **errors.conf()})
-        errors.produce(p, self.topic, value, partition=partition)
-        errors.flush(p, self.timeout)
+        def make() -> tuple[Any, ProducerErrors]:
+            errors = ProducerErrors(self.opts.bootstrap)
+            return Producer({"acks": "all", **self.opts.kafka, **errors.conf()}), errors
+
+        p, errors = _shared("marker-producer", self.opts, make)
+        try:
+            errors.produce(p, self.topic, value, partition=partition)
+            errors.flush(p, self.timeout)
+        except BaseException:
+            _forget("marker-producer", self.opts)
+            raise
 
 
 class SamsaStreamWriter(DataSourceStreamArrowWriter):
