@@ -210,6 +210,19 @@ class Brokers:
         self.admin = None  # type: ignore[assignment]
 
 
+_SHARED_BROKERS: dict[tuple[str, int, tuple[tuple[str, str], ...]], Brokers] = {}
+
+
+def shared_brokers(bootstrap: str, kafka: Mapping[str, str], timeout_ms: int) -> Brokers:
+    """One Brokers for the Python worker's tasks (Spark reuses the worker from task to task):
+    a new librdkafka client for each range would pay its connection and metadata again."""
+    key = (bootstrap, timeout_ms, tuple(sorted(kafka.items())))
+    found = _SHARED_BROKERS.get(key)
+    if found is None:
+        found = _SHARED_BROKERS[key] = Brokers(bootstrap, kafka, timeout_ms)
+    return found
+
+
 _CONSUMER_ONLY = (
     "fetch.",
     "max.partition.fetch.bytes",
@@ -365,7 +378,7 @@ class RangeReader:
         )
         from samsa_spark.records import CorruptBatchError
 
-        brokers = Brokers(self.bootstrap, self.kafka, int(self.poll_timeout * 1000))
+        brokers = shared_brokers(self.bootstrap, self.kafka, int(self.poll_timeout * 1000))
 
         def on_error(code: int, position: int, got: FetchedPartition) -> int:
             if code == OFFSET_OUT_OF_RANGE:
@@ -398,8 +411,6 @@ class RangeReader:
                 f"reading {r.topic}/{r.partition} from "
                 f"kafka.bootstrap.servers={self.bootstrap}: {e}"
             ) from None
-        finally:
-            brokers.close()
 
     def _no_records(self, r: OffsetRange, position: int) -> SamsaConnectionError:
         return SamsaConnectionError(
