@@ -1,12 +1,14 @@
-"""Security's cost: one standalone broker, librdkafka produce (acks=1) and backlog consume over
-PLAINTEXT and over SASL_SSL with SCRAM-SHA-512, from the same run. Over TLS the broker copies
-fetched records through the encryption instead of sendfile, and both ends encrypt."""
+"""Security's cost: one standalone broker, librdkafka produce (acks=1), backlog consume and
+end-to-end latency at a fixed rate over PLAINTEXT and over SASL_SSL with SCRAM-SHA-512, from the
+same run. Over TLS the broker copies fetched records through the encryption instead of
+sendfile, and both ends encrypt."""
 
 from __future__ import annotations
 
 import json
 import os
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,11 +23,27 @@ from confluent_kafka.admin import (
 from bench.procs import cpu_seconds
 from bench.standalone import consume_backlog, produce_backlog, samsa_broker
 from bench.table import Row
+from bench.workloads import measure_latency
 from samsa.testing.pki import Pki
 
 PARTITIONS = 6
 SIZE = 1024
 JAAS = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_admin="admin-pw";'
+RATE = 5_000  # msg/s for the latency rows: well below either listener's peak
+
+
+@dataclass
+class _Broker:
+    """The standalone broker as the latency harness's load target."""
+
+    endpoint: str
+    client: dict[str, str]
+    key: str = "samsa"
+
+    def create_stream(self, name: str, partitions: int) -> None:
+        admin = _admin(self.endpoint, self.client)  # kept until its futures are answered
+        for f in admin.create_topics([NewTopic(name, partitions, 1)]).values():
+            f.result(30)
 
 
 def _secured(pki: Pki) -> tuple[dict[str, str], dict[str, str]]:
@@ -46,24 +64,29 @@ def _secured(pki: Pki) -> tuple[dict[str, str], dict[str, str]]:
     return broker, client
 
 
-def _prepare(bootstrap: str, client: dict[str, str], topic: str) -> None:
+def _admin(bootstrap: str, client: dict[str, str]) -> AdminClient:
+    """An admin client; over SASL_SSL, the broker's PLAIN admin user."""
     conf: dict[str, Any] = {"bootstrap.servers": bootstrap}
     if client:
         conf |= client | {"sasl.mechanism": "PLAIN", "sasl.username": "admin"}
         conf["sasl.password"] = "admin-pw"
-        admin = AdminClient(conf)
+    return AdminClient(conf)
+
+
+def _prepare(bootstrap: str, client: dict[str, str], topic: str) -> None:
+    if client:
         up = UserScramCredentialUpsertion(
             "bench", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), b"bench-pw"
         )
+        admin = _admin(bootstrap, client)
         for f in admin.alter_user_scram_credentials([up]).values():
             f.result(30)
-    admin = AdminClient(conf)
-    for f in admin.create_topics([NewTopic(topic, PARTITIONS, 1)]).values():
-        f.result(30)
+    _Broker(bootstrap, client).create_stream(topic, PARTITIONS)
 
 
 def run(quick: bool = False) -> list[Row]:
     count = 50_000 if quick else 500_000
+    seconds = 3.0 if quick else 10.0
     pki = Pki(Path(tempfile.mkdtemp(prefix="samsa-bench-pki-")))
     secured_broker, secured_client = _secured(pki)
     rows: list[Row] = []
@@ -100,6 +123,22 @@ def run(quick: bool = False) -> list[Row]:
                         res["count"] * SIZE / 1e6 / res["seconds"],
                         cpu_ms_per_mb=(cpu2 - cpu1) * 1000 / mb,
                         note=f"{res['errors']} missing" if res["errors"] else "",
+                    )
+                )
+                values, _ = measure_latency(
+                    _Broker(bootstrap, client), "bench-sec-e2e", SIZE, RATE, seconds
+                )
+                rows.append(
+                    Row(
+                        "e2e latency",
+                        label,
+                        SIZE,
+                        values["rate"],
+                        values["rate"] * SIZE / 1e6,
+                        p50_ms=values["p50_ms"],
+                        p99_ms=values["p99_ms"],
+                        p999_ms=values["p999_ms"],
+                        note=f"{RATE:,}/s target, acks=1; received {values['received']}",
                     )
                 )
         finally:

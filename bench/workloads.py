@@ -27,6 +27,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from bench import perf_tools
 from bench.clients.common import now_ns
@@ -140,7 +141,7 @@ def client(system: System, mode: str, **opts: object) -> dict:
     return ClientProc(system.key, mode, *_args(system, opts)).result(900)
 
 
-def _args(system: System, opts: dict[str, object]) -> list[str]:
+def _args(system: LoadTarget, opts: dict[str, object]) -> list[str]:
     args = ["--endpoint", system.endpoint]
     for key, value in opts.items():
         args += [f"--{key}", str(value)]
@@ -169,8 +170,20 @@ def measure_throughput(
     return _throughput(res, size, system.cpu_seconds() - cpu0)
 
 
+class LoadTarget(Protocol):
+    """What the load generators need of a system: its client key and endpoint, and streams."""
+
+    @property
+    def key(self) -> str: ...
+
+    @property
+    def endpoint(self) -> str: ...
+
+    def create_stream(self, name: str, partitions: int) -> None: ...
+
+
 def measure_latency(
-    system: System,
+    system: LoadTarget,
     stream: str,
     size: int,
     rate: float,
