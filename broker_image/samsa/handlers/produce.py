@@ -42,21 +42,29 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     if ctx.version < FIRST_RECORD_BATCH_VERSION:
         raise CloseConnection
     txn_id = request.transactional_id
-    if txn_id is not None and services.verify_transaction is not None:
-        unverified = _unverified(services, request)
+    if (
+        txn_id is not None
+        and services.verify_transaction is not None
+        and request.acks in (-1, 0, 1)
+        # Kafka authorizes before it verifies: a refused request asks nobody.
+        and allowed(services, ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, txn_id)
+    ):
+        unverified = _unverified(services, ctx, request)
         if unverified is not None and services.dynamic_config()[VERIFICATION_ENABLE]:
             return _verified(services, ctx, request, txn_id, *unverified)
     return _append(services, ctx, request, {})
 
 
 def _unverified(
-    services: BrokerServices, request: Any
+    services: BrokerServices, ctx: RequestContext, request: Any
 ) -> tuple[int, int, list[TopicPartition]] | None:
     """(producer id, epoch, partitions) of the transactional batches that begin the
     producer's transaction on a partition led here, or None if there are none."""
     producer: tuple[int, int] | None = None
     tps: list[TopicPartition] = []
     for topic_data in request.topic_data:
+        if not topic_allowed(services, ctx, AclOperation.WRITE, topic_data.name):
+            continue
         for pdata in topic_data.partition_data:
             found = transactional_producer(pdata.records)
             if found is None:
