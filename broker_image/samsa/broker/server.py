@@ -105,6 +105,8 @@ class KafkaServer:
         )
         self.group_coordinator: GroupCoordinator | None = None
         self.transaction_coordinator: TransactionCoordinator | None = None
+        # What the handlers are given; None until started.
+        self.services: BrokerServices | None = None
         self._marker_pool: Any = None
         self.cluster: ClusterMembership | None = None
         self.producer_id_manager: ProducerIdManager | None = None
@@ -262,6 +264,7 @@ class KafkaServer:
             sasl=self._sasl_server(),
             authorizer=self.authorizer,
         )
+        self.services = services
         late.target = KafkaApis(services, default_apis())
         for server in self.socket_servers.values():
             await server.serve()

@@ -13,6 +13,7 @@ from typing import Any
 from samsa.handlers.authorization import allowed, topic_allowed
 from samsa.handlers.context import BrokerServices, RequestContext
 from samsa.handlers.txn_verification import (
+    NOT_ADDED,
     needs_verification,
     refusals,
     transactional_producer,
@@ -88,8 +89,23 @@ async def _verified(
     tps: list[TopicPartition],
 ) -> Any:
     assert services.verify_transaction is not None
+    guards = {}
+    for tp in tps:
+        partition = services.replica_manager.get_partition(tp)
+        if partition is not None:
+            state = partition.log.producer_state
+            guard = state.verification_guards[producer_id] = object()
+            guards[tp] = (state, guard)
     answers = await services.verify_transaction(txn_id, producer_id, producer_epoch, tps)
-    result = _append(services, ctx, request, refusals(answers, ctx.version))
+    refused = refusals(answers, ctx.version)
+    for tp, (state, guard) in guards.items():
+        # Kafka's VerificationGuard: something of this producer (its transaction's marker)
+        # was appended while the coordinator was asked, so the answer may be stale.
+        if state.verification_guards.get(producer_id) is guard:
+            del state.verification_guards[producer_id]
+        elif tp not in refused:
+            refused[tp] = (ErrorCode.invalid_txn_state, NOT_ADDED)
+    result = _append(services, ctx, request, refused)
     if isinstance(result, Deferred):
         return await result.awaitable
     return result

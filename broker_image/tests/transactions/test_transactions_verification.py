@@ -4,6 +4,7 @@ add is refused with Kafka's error for the Produce version, and nothing of it is 
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import uuid
 from typing import Any
@@ -14,6 +15,7 @@ from kafka_support import Wire, produce_request, wait_until
 from test_transactions_wire import add_partitions, call, end_txn, init_ok
 from txn_support import READ_COMMITTED, READ_UNCOMMITTED, fetch, list_offset, plain, txn_batch
 
+from samsa.metadata import TopicPartition
 from samsa.protocol.errors import ErrorCode
 from samsa.testing import InProcessBroker
 
@@ -96,4 +98,50 @@ def test_a_partition_not_added_to_the_transaction_is_refused_and_left_empty(
     wait_until(refused_after_commit, timeout=20)
     # A plain batch still goes to partition 0 at offset 0: no stray transaction holds its LSO.
     wire.request(0, 9, produce_request(topic, {0: plain(b"plain")}, acks=-1))
+    assert list_offset(wire, topic, READ_COMMITTED, 0) == 1
+
+
+def test_a_transaction_ended_while_its_partition_is_verified_takes_no_late_batch(
+    broker: InProcessBroker, wire: Wire
+) -> None:
+    """Kafka's VerificationGuard: the coordinator said "added", but the transaction's abort
+    marker reached the partition before the batch did; the batch is refused, not appended
+    after the marker as the start of a transaction no coordinator knows."""
+    topic = f"verify-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    txn = f"verify-{uuid.uuid4().hex[:8]}"
+    pid, epoch = init_ok(wire, txn)
+    assert add_partitions(wire, txn, pid, epoch, topic, [0]) == {0: E.none}
+    server = broker.server
+    assert server is not None and server.services is not None
+    services = server.services
+    tc = services.transaction_coordinator
+    real = services.verify_transaction
+    assert tc is not None and real is not None
+    tp = TopicPartition(topic, 0)
+
+    async def verify_then_abort(*args: Any) -> dict[TopicPartition, ErrorCode]:
+        # The answer is "added"; the transaction then ends before the append, as it may
+        # while the answer crosses the network from another broker.
+        answers = await real(*args)
+        assert await tc.end_transaction(txn, pid, epoch, False) is E.none
+        state = services.replica_manager.get_partition(tp).log.producer_state
+        deadline = asyncio.get_running_loop().time() + 20
+        while pid in state.verification_guards:
+            assert asyncio.get_running_loop().time() < deadline, "no abort marker"
+            await asyncio.sleep(0.01)
+        return answers
+
+    services.verify_transaction = verify_then_abort
+    try:
+        batch = txn_batch(pid, 0, [b"late"], epoch=epoch)
+        assert produce_at(wire, 9, txn, topic, 0, batch) == (
+            E.invalid_txn_state,
+            "Partition was not added to the transaction",
+        )
+    finally:
+        services.verify_transaction = real
+    # Only the abort marker is in the partition, and no transaction holds its LSO.
+    assert list_offset(wire, topic, READ_UNCOMMITTED, 0) == 1
     assert list_offset(wire, topic, READ_COMMITTED, 0) == 1
