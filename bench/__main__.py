@@ -25,6 +25,7 @@ from bench import (
     replication,
     security,
     spark_read,
+    spark_write,
     transactions,
 )
 from bench.table import Row, print_table
@@ -69,6 +70,11 @@ COMPONENTS: dict[str, tuple[str, Callable[[bool], list[Row]]]] = {
     "spark": (
         "Spark: rows read into local[2] Spark from a 6-partition topic, beside Parquet",
         spark_read.run,
+    ),
+    "spark_write": (
+        "Spark: rows written by local[2] Spark to 3 brokers (RF=3, 6 partitions), and "
+        "produce-to-sink latency of a samsa-to-samsa streaming query",
+        spark_write.run,
     ),
 }
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from confluent_kafka import (
@@ -22,19 +22,11 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin import OffsetSpec as KafkaOffsetSpec
 
-from samsa_spark.fetch import (
-    OFFSET_OUT_OF_RANGE,
-    UNKNOWN_TOPIC_OR_PARTITION,
-    FetchedPartition,
-    FetchError,
-    FetchSettings,
-    NoProgressError,
-    read_range,
-    uses_plaintext,
-)
 from samsa_spark.offsets import TP, OffsetRange
-from samsa_spark.records import CorruptBatchError
 from samsa_spark.schema import arrow_schema
+
+if TYPE_CHECKING:
+    from samsa_spark.fetch import FetchedPartition
 
 
 class SamsaConnectionError(RuntimeError):
@@ -184,6 +176,22 @@ class Brokers:
         except KafkaException as e:
             raise self._unreachable("list offsets", e) from None
 
+    def leaders(self, topic: str) -> dict[int, tuple[str, int]]:
+        """host and port of the leader of each of the topic's partitions that has one."""
+        try:
+            md = self.admin.list_topics(topic=topic, timeout=self.timeout)
+        except KafkaException as e:
+            raise self._unreachable("get metadata", e) from None
+        t = md.topics.get(topic)
+        if t is None or t.error is not None:
+            return {}
+        out = {}
+        for index, p in t.partitions.items():
+            broker = md.brokers.get(p.leader)
+            if broker is not None:
+                out[index] = (str(broker.host), broker.port)
+        return out
+
     def leader(self, topic: str, partition: int) -> tuple[str, int]:
         """host and port of the partition's leader; ConnectionError while it has none."""
         try:
@@ -202,6 +210,19 @@ class Brokers:
         self.admin = None  # type: ignore[assignment]
 
 
+_SHARED_BROKERS: dict[tuple[str, int, tuple[tuple[str, str], ...]], Brokers] = {}
+
+
+def shared_brokers(bootstrap: str, kafka: Mapping[str, str], timeout_ms: int) -> Brokers:
+    """One Brokers for the Python worker's tasks (Spark reuses the worker from task to task):
+    a new librdkafka client for each range would pay its connection and metadata again."""
+    key = (bootstrap, timeout_ms, tuple(sorted(kafka.items())))
+    found = _SHARED_BROKERS.get(key)
+    if found is None:
+        found = _SHARED_BROKERS[key] = Brokers(bootstrap, kafka, timeout_ms)
+    return found
+
+
 _CONSUMER_ONLY = (
     "fetch.",
     "max.partition.fetch.bytes",
@@ -217,6 +238,10 @@ _CONSUMER_ONLY = (
     "group.",
     "enable.auto.",
 )
+
+
+def _uses_plaintext(kafka: Mapping[str, str]) -> bool:
+    return kafka.get("security.protocol", "plaintext").lower() == "plaintext"
 
 
 def _admin_key(key: str) -> bool:
@@ -290,7 +315,7 @@ class RangeReader:
         self.batch_rows = batch_rows
         self.schema = arrow_schema(include_headers)
         # librdkafka keeps TLS and SASL: the columnar path speaks PLAINTEXT only.
-        self.columnar = columnar and uses_plaintext(self.kafka)
+        self.columnar = columnar and _uses_plaintext(self.kafka)
 
     def read(self, r: OffsetRange) -> Iterator[pa.RecordBatch]:
         if r.size <= 0:
@@ -341,7 +366,19 @@ class RangeReader:
                     raise self._no_records(r, position)
 
     def _read_columnar(self, r: OffsetRange) -> Iterator[pa.RecordBatch]:
-        brokers = Brokers(self.bootstrap, self.kafka, int(self.poll_timeout * 1000))
+        # Imported here: numba takes about a second to import, and the driver's planning
+        # process (which Spark starts afresh for every streaming query) never decodes.
+        from samsa_spark.fetch import (
+            OFFSET_OUT_OF_RANGE,
+            UNKNOWN_TOPIC_OR_PARTITION,
+            FetchError,
+            FetchSettings,
+            NoProgressError,
+            read_range,
+        )
+        from samsa_spark.records import CorruptBatchError
+
+        brokers = shared_brokers(self.bootstrap, self.kafka, int(self.poll_timeout * 1000))
 
         def on_error(code: int, position: int, got: FetchedPartition) -> int:
             if code == OFFSET_OUT_OF_RANGE:
@@ -374,8 +411,6 @@ class RangeReader:
                 f"reading {r.topic}/{r.partition} from "
                 f"kafka.bootstrap.servers={self.bootstrap}: {e}"
             ) from None
-        finally:
-            brokers.close()
 
     def _no_records(self, r: OffsetRange, position: int) -> SamsaConnectionError:
         return SamsaConnectionError(

@@ -161,8 +161,14 @@ class FetchConnection:
         self.sock.close()
 
 
-def uses_plaintext(kafka: Mapping[str, str]) -> bool:
-    return kafka.get("security.protocol", "plaintext").lower() == "plaintext"
+# One connection per broker for the Python worker's tasks, which run one at a time: a
+# streaming micro-batch's small ranges would otherwise each pay a connection set-up.
+_POOL: dict[tuple[str, int], FetchConnection] = {}
+
+
+def _connection(addr: tuple[str, int], timeout_s: float) -> FetchConnection:
+    conn = _POOL.pop(addr, None)
+    return conn if conn is not None else FetchConnection(*addr, timeout_s=timeout_s)
 
 
 def read_range(
@@ -181,6 +187,7 @@ def read_range(
     """
     position = r.from_offset
     conn: FetchConnection | None = None
+    addr: tuple[str, int] | None = None
     last_progress = time.monotonic()
     try:
         while position < r.until_offset:
@@ -188,7 +195,8 @@ def read_range(
                 raise NoProgressError(position)
             if conn is None:
                 try:
-                    conn = FetchConnection(*leader(), timeout_s=timeout_s)
+                    addr = leader()
+                    conn = _connection(addr, timeout_s)
                 except OSError:
                     time.sleep(0.1)  # backoff before asking the metadata again
                     continue
@@ -225,5 +233,9 @@ def read_range(
             elif len(got.records):
                 raise FetchError(10)  # MESSAGE_TOO_LARGE: one batch exceeds the fetch size
     finally:
-        if conn is not None:
-            conn.close()
+        # Between requests the connection is idle and in step: another range may use it.
+        if conn is not None and addr is not None:
+            stale = _POOL.pop(addr, None)
+            if stale is not None:
+                stale.close()
+            _POOL[addr] = conn

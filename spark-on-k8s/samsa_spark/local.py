@@ -17,10 +17,11 @@ def local_spark(app: str, jars: Iterable[str | PathLike[str]] = (), **conf: str)
     from pyspark.sql import SparkSession
 
     import samsa_spark
-    from samsa_spark.records import warm
+    from samsa_spark import encode, records
 
-    # The Python workers start on this machine: let them find the decoder compiled.
-    warm()
+    # The Python workers start on this machine: let them find the decoder and encoder compiled.
+    records.warm()
+    encode.warm()
     builder = (
         SparkSession.builder.master("local[2]")
         .appName(app)

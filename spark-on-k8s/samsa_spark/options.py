@@ -346,14 +346,19 @@ class SinkOptions:
     commit_log_topic: str | None
     metadata_timeout_ms: int
     kafka: dict[str, str]
+    writer: Literal["columnar", "librdkafka"] = "columnar"
 
 
 def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
     topic = get_option(options, "topic")
+    writer = (get_option(options, "writer") or "columnar").lower()
+    if writer not in ("columnar", "librdkafka"):
+        raise SamsaOptionError(f"option writer must be columnar or librdkafka, not {writer!r}")
     return SinkOptions(
         bootstrap=bootstrap_servers(options),
         topic=topic.strip() if topic else None,
         commit_log_topic=get_option(options, "commitLogTopic"),
         metadata_timeout_ms=_int(options, "metadataTimeoutMs", 30_000, minimum=1) or 30_000,
         kafka=kafka_params(options),
+        writer=writer,  # type: ignore[arg-type]
     )

@@ -31,6 +31,12 @@ execution must stay off (Spark's default): two live attempts of one task could b
 
 Batch writes (``df.write``) have no batchId: each task publishes its rows once, and as with
 Spark's Kafka sink a retried task may publish its rows again.
+
+Tasks publish Spark's Arrow batches through `samsa_spark.produce` (record batches encoded from
+the columns, idempotent Produce requests of our own); with TLS, SASL, or librdkafka settings
+that path does not carry out, and with option ``writer=librdkafka``, they publish row by row
+through librdkafka's producer. A replayed task's rows (step 2) go row by row too. Both place
+keyed rows with Kafka's murmur2 partitioner, as Spark's Kafka sink does.
 """
 
 from __future__ import annotations
@@ -38,7 +44,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,7 +58,14 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, StructType
 
-from samsa_spark.client import Brokers, ProducerErrors, SamsaConnectionError, consumer, scan
+from samsa_spark.client import (
+    Brokers,
+    IdempotenceUnsupportedError,
+    ProducerErrors,
+    SamsaConnectionError,
+    consumer,
+    scan,
+)
 from samsa_spark.commitlog import (
     TAG_HEADER,
     BatchMarker,
@@ -139,7 +152,14 @@ class _Publisher:
     def __init__(self, opts: SinkOptions) -> None:
         self.opts = opts
         self.errors = ProducerErrors(opts.bootstrap)
-        conf: dict[str, Any] = {"enable.idempotence": True, "acks": "all", "linger.ms": 5}
+        conf: dict[str, Any] = {
+            "enable.idempotence": True,
+            "acks": "all",
+            "linger.ms": 5,
+            # Kafka's Java default for keyed records, as Spark's Kafka sink and the columnar
+            # writer place them.
+            "partitioner": "murmur2_random",
+        }
         conf.update(opts.kafka)
         conf.update(self.errors.conf())
         self.producer = Producer(conf)
@@ -187,8 +207,29 @@ def sink_options(options: Mapping[str, str], schema: StructType) -> SinkOptions:
     return opts
 
 
+# Kafka clients kept for the life of the Python worker, which Spark reuses task after task and
+# micro-batch after micro-batch: a new librdkafka client per task pays its connections, its
+# metadata and its first fetch again, which is most of a small micro-batch's time.
+_CLIENTS: dict[tuple[Any, ...], Any] = {}
+
+
+def _shared(kind: str, opts: SinkOptions, make: Callable[[], Any]) -> Any:
+    key = (kind, opts.bootstrap, opts.metadata_timeout_ms, tuple(sorted(opts.kafka.items())))
+    client = _CLIENTS.get(key)
+    if client is None:
+        client = _CLIENTS[key] = make()
+    return client
+
+
+def _forget(kind: str, opts: SinkOptions) -> None:
+    key = (kind, opts.bootstrap, opts.metadata_timeout_ms, tuple(sorted(opts.kafka.items())))
+    _CLIENTS.pop(key, None)
+
+
 def _brokers(opts: SinkOptions) -> Brokers:
-    return Brokers(opts.bootstrap, opts.kafka, opts.metadata_timeout_ms)
+    return _shared(
+        "brokers", opts, lambda: Brokers(opts.bootstrap, opts.kafka, opts.metadata_timeout_ms)
+    )
 
 
 def publish_all(
@@ -210,13 +251,85 @@ def publish_all(
     return sorted(topics), pub.sent
 
 
+def _publish_columnar(
+    opts: SinkOptions,
+    batches: Iterable[pa.RecordBatch],
+    header: tuple[str, bytes] | None,
+) -> tuple[list[str], int] | None:
+    # Imported here: numba takes about a second to import, and the driver never encodes.
+    from samsa_spark.produce import ColumnarProducer, columnar_settings
+
+    settings = columnar_settings(opts.kafka, opts.metadata_timeout_ms / 1000 * 10)
+    if opts.writer != "columnar" or settings is None:
+        return None
+    brokers = _brokers(opts)
+
+    def partitions_of(topic: str) -> int:
+        count = brokers.partitions_by_topic().get(topic)
+        if not count:
+            raise SamsaOptionError(f"unknown topic {topic} (the samsa sink does not create topics)")
+        return count
+
+    def leaders_of(topic: str) -> dict[int, tuple[str, int]]:
+        try:
+            return brokers.leaders(topic)
+        except SamsaConnectionError:
+            return {}  # none known now: the producer asks again until its timeout
+
+    # One producer (its connections and producer id) for the worker's tasks, one at a time.
+    producer = _shared(
+        "columnar-producer", opts, lambda: ColumnarProducer(settings, partitions_of, leaders_of)
+    )
+    producer.begin()
+    extra = (header[0].encode(), header[1]) if header is not None else None
+    try:
+        try:
+            for b in batches:
+                producer.publish(b, opts.topic, extra)
+        finally:
+            producer.flush()
+    except BaseException:
+        _forget("columnar-producer", opts)
+        producer.close()
+        raise
+    return sorted(producer.topics), producer.sent
+
+
+def publish_columnar(
+    opts: SinkOptions,
+    batches: Iterable[pa.RecordBatch],
+    header: tuple[str, bytes] | None = None,
+) -> tuple[list[str], int] | None:
+    """Publish Arrow batches as encoded record batches; None if the options need librdkafka
+    (nothing is published then). Flushes even on failure, as `publish_all` does."""
+    from samsa_spark.produce import ProduceError
+
+    where = f"kafka.bootstrap.servers={opts.bootstrap}"
+    try:
+        return _publish_columnar(opts, batches, header)
+    except ProduceError as e:
+        if e.code == 35:  # UNSUPPORTED_VERSION: a broker without InitProducerId
+            raise IdempotenceUnsupportedError(
+                f"the brokers at {where} do not support idempotent producers "
+                "(InitProducerId); set kafka.enable.idempotence=false"
+            ) from None
+        raise SamsaConnectionError(f"publishing on {where}: {e}") from None
+    except ValueError as e:
+        raise SamsaOptionError(str(e)) from None
+    except OSError as e:
+        raise SamsaConnectionError(f"publishing on {where}: {e}") from None
+
+
 class SamsaBatchWriter(DataSourceArrowWriter):
     def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
         self.opts = sink_options(options, schema)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
-        rows = (r for b in iterator for r in records(b, self.opts.topic))
-        topics, sent = publish_all(self.opts, rows)
+        done = publish_columnar(self.opts, iterator)
+        if done is None:
+            rows = (r for b in iterator for r in records(b, self.opts.topic))
+            done = publish_all(self.opts, rows)
+        topics, sent = done
         return SinkCommitMessage(topics=topics, published=sent)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
@@ -259,13 +372,17 @@ class CommitLog:
             time.sleep(0.05)
 
     def _read(self, partition: int, start: int, end: int) -> list[bytes]:
-        c = consumer(self.opts.bootstrap, self.opts.kafka)
+        c = _shared("consumer", self.opts, lambda: consumer(self.opts.bootstrap, self.opts.kafka))
         try:
-            return [
+            values = [
                 m.value() or b"" for m in scan(c, self.topic, partition, start, end, self.timeout)
             ]
-        finally:
+            c.unassign()
+            return values
+        except BaseException:
+            _forget("consumer", self.opts)
             c.close()
+            raise
 
     def ends(self) -> dict[int, int]:
         tps = [(self.topic, self.BATCHES), (self.topic, self.TASKS)]
@@ -281,10 +398,17 @@ class CommitLog:
         return [TaskMarker.decode(v) for v in self._read(self.TASKS, since, end)]
 
     def append(self, partition: int, value: bytes) -> None:
-        errors = ProducerErrors(self.opts.bootstrap)
-        p = Producer({"acks": "all", **self.opts.kafka, **errors.conf()})
-        errors.produce(p, self.topic, value, partition=partition)
-        errors.flush(p, self.timeout)
+        def make() -> tuple[Any, ProducerErrors]:
+            errors = ProducerErrors(self.opts.bootstrap)
+            return Producer({"acks": "all", **self.opts.kafka, **errors.conf()}), errors
+
+        p, errors = _shared("marker-producer", self.opts, make)
+        try:
+            errors.produce(p, self.topic, value, partition=partition)
+            errors.flush(p, self.timeout)
+        except BaseException:
+            _forget("marker-producer", self.opts)
+            raise
 
 
 class SamsaStreamWriter(DataSourceStreamArrowWriter):
@@ -311,6 +435,10 @@ class SamsaStreamWriter(DataSourceStreamArrowWriter):
         retry = earlier_attempt(clog.task_markers(last.task_log_end if last else 0), batch_id, task)
         clog.append(CommitLog.TASKS, TaskMarker(batch_id, task, ctx.attemptNumber()).encode())
         header = (TAG_HEADER, tag(query_id, batch_id, task))
+        if not retry:
+            done = publish_columnar(self.opts, iterator, header)
+            if done is not None:
+                return SinkCommitMessage(query_id=query_id, topics=done[0], published=done[1])
         rows: Iterable[Record] = (r for b in iterator for r in records(b, self.opts.topic))
         if retry:
             rows = list(rows)

@@ -39,6 +39,7 @@ from samsa_spark.offsets import (
     OffsetRange,
     Positions,
     from_json,
+    group_small,
     plan_ranges,
     rate_limit,
     resolve,
@@ -203,11 +204,15 @@ class SamsaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     raise SamsaDataLossError(msg + "; set failOnDataLoss=false to go on")
                 log.warning("samsa: %s", msg)
         ranges = plan_ranges(begin, stop, self.planner.opts.min_partitions)
-        return [InputPartition(r) for r in ranges]
+        if self.planner.opts.min_partitions:
+            return [InputPartition((r,)) for r in ranges]
+        return [InputPartition(group) for group in group_small(ranges)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        r: OffsetRange = partition.value
-        yield from self.planner.range_reader().read(r)
+        group: tuple[OffsetRange, ...] = partition.value
+        reader = self.planner.range_reader()
+        for r in group:
+            yield from reader.read(r)
 
     def commit(self, end: dict) -> None:
         # Spark's checkpoint holds the offsets; nothing is committed to the brokers.

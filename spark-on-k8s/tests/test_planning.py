@@ -15,7 +15,15 @@ from samsa_spark.commitlog import (
     missing,
     next_fence,
 )
-from samsa_spark.offsets import OffsetRange, from_json, plan_ranges, rate_limit, resolve, to_json
+from samsa_spark.offsets import (
+    OffsetRange,
+    from_json,
+    group_small,
+    plan_ranges,
+    rate_limit,
+    resolve,
+    to_json,
+)
 from samsa_spark.options import (
     OffsetSpec,
     SamsaOptionError,
@@ -167,3 +175,11 @@ def test_java_security_settings_become_librdkafkas():
         parse_sink_options({**BS, "kafka.ssl.truststore.type": "JKS"})
     with pytest.raises(SamsaOptionError, match="needs username"):
         parse_sink_options({**BS, "kafka.sasl.jaas.config": "x required;"})
+
+
+def test_a_small_micro_batch_is_one_task_and_a_large_one_a_task_per_partition() -> None:
+    small = [OffsetRange("t", p, 0, 100) for p in range(6)]
+    assert group_small(small, 600) == [tuple(small)]
+    large = [OffsetRange("t", p, 0, 101) for p in range(6)]
+    assert group_small(large, 600) == [(r,) for r in large]
+    assert group_small([], 600) == []

@@ -237,6 +237,8 @@ def replicated(size: int) -> dict[str, str]:
     return {
         **COMMON,
         "offsets.topic.replication.factor": str(min(3, size)),
+        "transaction.state.log.replication.factor": str(min(3, size)),
+        "transaction.state.log.min.isr": str(min(2, size)),
         "default.replication.factor": "1",
     }
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 LONG_MAX = 2**63 - 1
+SHORT_MAX = 2**15 - 1
 INT_MAX = 2**31 - 1
 
 
@@ -30,6 +31,7 @@ def _parse_list(text: str) -> list[str]:
 
 
 _PARSERS: dict[str, Callable[[str], Any]] = {
+    "short": int,
     "int": int,
     "long": int,
     "double": float,
@@ -66,7 +68,7 @@ class ConfigKey:
                 value = _PARSERS[self.type](raw.strip() if self.type != "string" else raw)
             elif self.type == "list" and isinstance(raw, Iterable):
                 value = [str(v) for v in raw]
-            elif self.type in ("int", "long") and isinstance(raw, bool):
+            elif self.type in ("short", "int", "long") and isinstance(raw, bool):
                 raise ValueError("expected a number")
             else:
                 value = _PARSERS[self.type](str(raw)) if self.type != "boolean" else bool(raw)
@@ -78,8 +80,8 @@ class ConfigKey:
         return value
 
     def check(self, value: Any) -> None:
-        if self.type in ("int", "long", "double"):
-            bound = INT_MAX if self.type == "int" else LONG_MAX
+        if self.type in ("short", "int", "long", "double"):
+            bound = {"short": SHORT_MAX, "int": INT_MAX}.get(self.type, LONG_MAX)
             if self.minimum is not None and value < self.minimum:
                 raise ConfigError(self.name, f"value {value} is below the minimum {self.minimum:g}")
             if self.maximum is not None and value > self.maximum:

@@ -360,7 +360,6 @@ DIFFERENCES: tuple[Difference, ...] = (
             "describe_configs.broker.log.preallocate",
             "describe_configs.broker.log.roll.jitter.ms",
             "describe_configs.broker.min.insync.replicas",
-            "describe_configs.broker.offsets.topic.replication.factor",
         ),
     ),
     Difference(
