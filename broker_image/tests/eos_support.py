@@ -56,6 +56,21 @@ def read(bootstrap: str, topic: str, isolation: str, partitions: int) -> list[st
     return out
 
 
+def _ready(proc: subprocess.Popen[str], timeout_s: float) -> bool:
+    """Whether the application printed "ready" within the timeout (it is killed if not)."""
+    line: list[str] = []
+    out = proc.stdout
+    assert out is not None
+    reader = threading.Thread(target=lambda: line.append(out.readline()), daemon=True)
+    reader.start()
+    reader.join(timeout_s)
+    if not line or line[0].strip() != "ready":
+        proc.kill()
+        proc.wait(30)
+        return False
+    return True
+
+
 def kill_loop(
     bootstrap: str,
     log: Path,
@@ -66,9 +81,13 @@ def kill_loop(
     replication: int = 1,
     seed: int = 2026,
     feed_pause_s: float = 0.3,
+    app: list[str] | None = None,
+    ready_timeout_s: float = 120.0,
 ) -> tuple[Counter[str], Counter[str]]:
     """Feed ``inputs`` records (25 at a time, ``feed_pause_s`` apart) while the application
     runs ``kills`` times, killed with -9 at a random point each time, then once to the end.
+    ``app``: the application's command, given BOOTSTRAP INPUT OUTPUT GROUP TRANSACTIONAL_ID
+    after it (eos_app.py by default); it prints "ready" once it can work.
     (read_committed, read_uncommitted) output."""
     name = uuid.uuid4().hex[:6]
     source, sink, group, txn_id = f"in-{name}", f"out-{name}", f"app-{name}", f"app-tx-{name}"
@@ -91,20 +110,21 @@ def kill_loop(
     feeding.start()
 
     rng = random.Random(seed)
-    args = [sys.executable, str(APP), bootstrap, source, sink, group, txn_id]
+    command = app if app is not None else [sys.executable, str(APP)]
+    args = [*command, bootstrap, source, sink, group, txn_id]
     with log.open("w") as err:
 
         def start() -> subprocess.Popen[str]:
             return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=err, text=True)
 
         for _ in range(kills):
-            app = start()
-            assert app.stdout is not None
-            assert app.stdout.readline().strip() == "ready"
+            proc = start()
+            assert proc.stdout is not None
+            assert _ready(proc, ready_timeout_s), f"the application did not start: see {log}"
             # A random point in its work: joining the group, mid-transaction, committing.
             time.sleep(rng.uniform(0.3, 4.0))
-            app.kill()
-            app.wait(30)
+            proc.kill()
+            proc.wait(30)
         final = start()
         feeding.join(300)
         try:

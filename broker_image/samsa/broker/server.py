@@ -105,6 +105,8 @@ class KafkaServer:
         )
         self.group_coordinator: GroupCoordinator | None = None
         self.transaction_coordinator: TransactionCoordinator | None = None
+        # What the handlers are given; None until started.
+        self.services: BrokerServices | None = None
         self._marker_pool: Any = None
         self.cluster: ClusterMembership | None = None
         self.producer_id_manager: ProducerIdManager | None = None
@@ -255,12 +257,14 @@ class KafkaServer:
             on_fetch=self.metrics.on_fetch,
             group_coordinator=self.group_coordinator,
             transaction_coordinator=self.transaction_coordinator,
+            verify_transaction=self._transaction_verifier().verify,
             on_topic_deleted=self._on_topic_deleted,
             inter_broker_listener=self.listeners.inter_broker,
             producer_id_manager=self.producer_id_manager,
             sasl=self._sasl_server(),
             authorizer=self.authorizer,
         )
+        self.services = services
         late.target = KafkaApis(services, default_apis())
         for server in self.socket_servers.values():
             await server.serve()
@@ -425,6 +429,20 @@ class KafkaServer:
             self.producer_id_manager.generate_producer_id,
             BrokerMarkerWriter(config.broker_id, self.cache, self.replica_manager, lambda: pool),
             clock=AsyncioClock(),
+        )
+
+    def _transaction_verifier(self) -> Any:
+        """KIP-890's check of a transaction's first batch on a partition, with the id's
+        coordinator: this broker's own, or over the transaction markers' connections."""
+        from samsa.broker.txn_verifier import BrokerTransactionVerifier
+
+        assert self.cache is not None
+        return BrokerTransactionVerifier(
+            self.dynamic_config().broker_id,
+            self.cache,
+            lambda: self.transaction_coordinator,
+            lambda: self._marker_pool,
+            lambda: self.dynamic_config()["request.timeout.ms"] / 1000,
         )
 
     async def _start_standalone_transactions(self) -> None:

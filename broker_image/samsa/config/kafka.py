@@ -146,6 +146,7 @@ BROKER_CONFIG = ConfigDef(
         ConfigKey("transaction.state.log.min.isr", "int", 2, minimum=1),
         ConfigKey("transaction.state.log.segment.bytes", "int", 104_857_600, minimum=1),
         ConfigKey("transaction.max.timeout.ms", "int", 900_000, minimum=1),
+        ConfigKey("transaction.partition.verification.enable", "boolean", True, read_only=False),
         ConfigKey(
             "transaction.abort.timed.out.transaction.cleanup.interval.ms", "int", 10_000, minimum=1
         ),

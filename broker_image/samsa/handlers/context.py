@@ -15,6 +15,7 @@ from samsa.replica import ReplicaManager
 
 if TYPE_CHECKING:
     from samsa.controller import KafkaController
+    from samsa.handlers.txn_verification import VerifyTransaction
     from samsa.security.authorizer import Authorizer
     from samsa.security.sasl import SaslServer
 
@@ -42,6 +43,9 @@ class BrokerServices:
     group_coordinator: GroupCoordinator | None = None
     # Transactions (transactional ids in __transaction_state); None until started.
     transaction_coordinator: TransactionCoordinator | None = None
+    # Asks a transactional id's coordinator which partitions are in its transaction (KIP-890
+    # verification of a transaction's first Produce to a partition); None: not verified.
+    verify_transaction: VerifyTransaction | None = None
     # Producer ids for InitProducerId; None until the broker has started it.
     producer_id_manager: ProducerIdManager | None = None
     # Bytes and messages sent to fetchers, per topic.

@@ -1,4 +1,8 @@
-"""Produce (0): append each partition's batches as leader; answers with hand-encoded bytes."""
+"""Produce (0): append each partition's batches as leader; answers with hand-encoded bytes.
+
+A transaction's first batch on a partition waits for the coordinator's verification
+(handlers/txn_verification.py) before anything of the request is appended; the request then
+holds its connection, so the batches behind it keep their order."""
 
 from __future__ import annotations
 
@@ -8,6 +12,12 @@ from typing import Any
 
 from samsa.handlers.authorization import allowed, topic_allowed
 from samsa.handlers.context import BrokerServices, RequestContext
+from samsa.handlers.txn_verification import (
+    NOT_ADDED,
+    needs_verification,
+    refusals,
+    transactional_producer,
+)
 from samsa.metadata import TopicPartition
 from samsa.protocol.errors import CloseConnection, ErrorCode
 from samsa.protocol.fast import ProducePartitionResult, ProduceTopicResult, encode_produce_response
@@ -25,12 +35,88 @@ KEY = 0
 # request closes the connection.
 MIN_VERSION, MAX_VERSION = 0, 12
 FIRST_RECORD_BATCH_VERSION = 3
+VERIFICATION_ENABLE = "transaction.partition.verification.enable"
 decode = parse_produce_request
 
 
 def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     if ctx.version < FIRST_RECORD_BATCH_VERSION:
         raise CloseConnection
+    txn_id = request.transactional_id
+    if (
+        txn_id is not None
+        and services.verify_transaction is not None
+        and request.acks in (-1, 0, 1)
+        # Kafka authorizes before it verifies: a refused request asks nobody.
+        and allowed(services, ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, txn_id)
+    ):
+        unverified = _unverified(services, ctx, request)
+        if unverified is not None and services.dynamic_config()[VERIFICATION_ENABLE]:
+            return _verified(services, ctx, request, txn_id, *unverified)
+    return _append(services, ctx, request, {})
+
+
+def _unverified(
+    services: BrokerServices, ctx: RequestContext, request: Any
+) -> tuple[int, int, list[TopicPartition]] | None:
+    """(producer id, epoch, partitions) of the transactional batches that begin the
+    producer's transaction on a partition led here, or None if there are none."""
+    producer: tuple[int, int] | None = None
+    tps: list[TopicPartition] = []
+    for topic_data in request.topic_data:
+        if not topic_allowed(services, ctx, AclOperation.WRITE, topic_data.name):
+            continue
+        for pdata in topic_data.partition_data:
+            found = transactional_producer(pdata.records)
+            if found is None:
+                continue
+            tp = TopicPartition(topic_data.name, pdata.index)
+            if needs_verification(services.replica_manager, tp, *found):
+                producer = producer or found
+                tps.append(tp)
+    if producer is None:
+        return None
+    return producer[0], producer[1], tps
+
+
+async def _verified(
+    services: BrokerServices,
+    ctx: RequestContext,
+    request: Any,
+    txn_id: str,
+    producer_id: int,
+    producer_epoch: int,
+    tps: list[TopicPartition],
+) -> Any:
+    assert services.verify_transaction is not None
+    guards = {}
+    for tp in tps:
+        partition = services.replica_manager.get_partition(tp)
+        if partition is not None:
+            state = partition.log.producer_state
+            guard = state.verification_guards[producer_id] = object()
+            guards[tp] = (state, guard)
+    answers = await services.verify_transaction(txn_id, producer_id, producer_epoch, tps)
+    refused = refusals(answers, ctx.version)
+    for tp, (state, guard) in guards.items():
+        # Kafka's VerificationGuard: something of this producer (its transaction's marker)
+        # was appended while the coordinator was asked, so the answer may be stale.
+        if state.verification_guards.get(producer_id) is guard:
+            del state.verification_guards[producer_id]
+        elif tp not in refused:
+            refused[tp] = (ErrorCode.invalid_txn_state, NOT_ADDED)
+    result = _append(services, ctx, request, refused)
+    if isinstance(result, Deferred):
+        return await result.awaitable
+    return result
+
+
+def _append(
+    services: BrokerServices,
+    ctx: RequestContext,
+    request: Any,
+    refused: dict[TopicPartition, tuple[ErrorCode, str | None]],
+) -> Any:
     acks = request.acks
     cache = services.cache
     replica_manager = services.replica_manager
@@ -72,6 +158,9 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
                 result = ProducePartitionResult(
                     pdata.index, ErrorCode.unknown_topic_or_partition.value, -1
                 )
+            elif (name, pdata.index) in refused:
+                code, message = refused[TopicPartition(name, pdata.index)]
+                result = ProducePartitionResult(pdata.index, code.value, -1, error_message=message)
             else:
                 tp = TopicPartition(name, pdata.index)
                 r = replica_manager.append_records(tp, pdata.records, acks, 0)

@@ -112,6 +112,10 @@ class ProducerStateManager:
         # Completed transactions whose markers are not below the high watermark yet.
         self.unreplicated_txns: deque[CompletedTxn] = deque()
         self.txn_index: TxnIndexSink | None = None
+        # Producer id -> the token of a Produce waiting for its transaction's verification
+        # (KIP-890); any append of that producer (a marker above all) drops it, so a batch
+        # verified before its transaction ended is not appended after the marker.
+        self.verification_guards: dict[int, object] = {}
 
     # -- queries ---------------------------------------------------------------------------
 
@@ -253,6 +257,7 @@ class ProducerStateManager:
         elif updates:
             producers = self.producers
             for pid, info in updates.infos.items():
+                self.verification_guards.pop(pid, None)
                 entry = producers.get(pid)
                 if entry is None:
                     producers[pid] = info.updated_entry

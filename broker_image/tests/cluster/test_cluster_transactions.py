@@ -6,7 +6,7 @@ transaction and still names the aborted one to read_committed consumers."""
 from __future__ import annotations
 
 import pytest
-from cluster_support import create_topic, isr, leader, wait_until
+from cluster_support import ClusterFactory, create_topic, isr, leader, wait_until
 from kafka_support import Wire
 from txn_support import (
     NONE,
@@ -22,12 +22,13 @@ from txn_support import (
     write_markers,
 )
 
-from samsa.local.cluster import LocalCluster
-
 pytestmark = pytest.mark.timeout(300)
 
 
-def test_followers_track_transactions_and_refuse_markers(cluster: LocalCluster) -> None:
+def test_followers_track_transactions_and_refuse_markers(start_cluster: ClusterFactory) -> None:
+    # The test is the transaction coordinator (its own producer ids and markers), so the
+    # leaders must not ask the real one (KIP-890 verification).
+    cluster = start_cluster(3, transaction_partition_verification_enable="false")
     topic = "txn-replicated"
     create_topic(cluster, topic, 1, 3, **{"min.insync.replicas": "2"})
     wait_until(lambda: len(isr(cluster, topic, 0)) == 3, 60, what="a full ISR")

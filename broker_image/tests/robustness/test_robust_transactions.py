@@ -45,9 +45,15 @@ from samsa.testing import InProcessBroker, free_port
 pytestmark = pytest.mark.timeout(180)
 
 
+NO_VERIFICATION = {"transaction.partition.verification.enable": False}
+NO_VERIFICATION_PROPS = {"transaction.partition.verification.enable": "false"}
+
+
 @pytest.fixture
 def broker(tmp_path: Path) -> Iterator[InProcessBroker]:
-    with InProcessBroker(tmp_path / "broker") as b:
+    # These tests play the transaction coordinator themselves (their own producer ids and
+    # WriteTxnMarkers), so the leader must not ask the real one (KIP-890 verification).
+    with InProcessBroker(tmp_path / "broker", NO_VERIFICATION) as b:
         yield b
 
 
@@ -234,7 +240,7 @@ def test_a_clean_restart_keeps_aborted_and_open_transactions(broker: InProcessBr
 
 def test_kill_9_keeps_aborted_and_open_transactions(tmp_path: Path) -> None:
     data = tmp_path / "data"
-    broker = BrokerProcess(data, free_port())
+    broker = BrokerProcess(data, free_port(), NO_VERIFICATION_PROPS)
     try:
         broker.start()
         topic = unique("txn-kill")
@@ -251,7 +257,9 @@ def test_kill_9_keeps_aborted_and_open_transactions(tmp_path: Path) -> None:
 def test_kill_9_with_the_index_lost_rebuilds_it_from_the_log(tmp_path: Path) -> None:
     data = tmp_path / "data"
     # No flush before the kill: recovery replays the whole partition.
-    broker = BrokerProcess(data, free_port(), {"log.flush.interval.ms": str(10**9)})
+    broker = BrokerProcess(
+        data, free_port(), {**NO_VERIFICATION_PROPS, "log.flush.interval.ms": str(10**9)}
+    )
     try:
         broker.start()
         topic = unique("txn-rebuild")

@@ -365,7 +365,8 @@ class TransactionCoordinator:
         partitions: Iterable[TopicPartition],
     ) -> dict[TopicPartition, ErrorCode]:
         """AddPartitionsToTxn v4's verifyOnly (KIP-890): are these partitions in the ongoing
-        transaction? INVALID_TXN_STATE for those that are not."""
+        transaction? TRANSACTION_ABORTABLE for those that are not, as Kafka 3.8+ answers (the
+        partition's leader turns it into INVALID_TXN_STATE for older producers)."""
         tps = [TopicPartition(*tp) for tp in partitions]
         state = self.state_manager.get_transaction_state(transactional_id)
         if isinstance(state, ErrorCode):
@@ -375,11 +376,13 @@ class TransactionCoordinator:
         metadata = state.metadata
         if metadata.producer_epoch != producer_epoch:
             return dict.fromkeys(tps, ErrorCode.producer_fenced)
+        if metadata.state in (_S.PREPARE_COMMIT, _S.PREPARE_ABORT):
+            return dict.fromkeys(tps, ErrorCode.concurrent_transactions)
         ongoing = metadata.state is _S.ONGOING
         return {
             tp: ErrorCode.none
             if ongoing and tp in metadata.topic_partitions
-            else ErrorCode.invalid_txn_state
+            else ErrorCode.transaction_abortable
             for tp in tps
         }
 
