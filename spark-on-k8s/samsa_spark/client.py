@@ -449,6 +449,11 @@ class RangeReader:
             raise self._gone(r)
         if code == KafkaError.UNKNOWN_TOPIC_OR_PART:
             return r.until_offset
+        if code == KafkaError.GROUP_AUTHORIZATION_FAILED:
+            # librdkafka looks up the coordinator of the group.id it insists on, which this
+            # consumer never joins nor commits to: a principal allowed only its topics (as
+            # Kafka's Java consumer needs for assigned partitions) still reads them.
+            return position
         if err.fatal() or not err.retriable():
             raise SamsaConnectionError(
                 f"reading {r.topic}/{r.partition} from kafka.bootstrap.servers={self.bootstrap}: "
