@@ -37,6 +37,7 @@ pytestmark = pytest.mark.timeout(300)
 USER, PASSWORD = "spark", "spark-pw"
 PREFIX = "spark-"  # the user's topics
 JOB_TOPICS = ("ad-clicks", "ad-click-counts")  # the ad-clicks job's fixed topics
+COMMIT_LOGS = "_samsa-sink-"  # the streaming sink's commit-log topics, one per query
 JAAS = (
     "org.apache.kafka.common.security.scram.ScramLoginModule required "
     'username="{user}" password="{password}";'
@@ -100,9 +101,11 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
             USER, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), PASSWORD.encode()
         )
         admin.alter_user_scram_credentials([up])[USER].result(30)
-        grants = [_allow(ResourceType.TOPIC, PREFIX, ResourcePatternType.PREFIXED)] + [
-            _allow(ResourceType.TOPIC, t, ResourcePatternType.LITERAL) for t in JOB_TOPICS
-        ]
+        grants = (
+            [_allow(ResourceType.TOPIC, PREFIX, ResourcePatternType.PREFIXED)]
+            + [_allow(ResourceType.TOPIC, t, ResourcePatternType.LITERAL) for t in JOB_TOPICS]
+            + [_allow(ResourceType.TOPIC, COMMIT_LOGS, ResourcePatternType.PREFIXED)]
+        )
         for f in admin.create_acls(grants).values():
             f.result(30)
         yield Secured(plaintext, f"127.0.0.1:{ports['SASL_SSL']}", pki.ca, admin)
