@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -37,7 +39,8 @@ pytestmark = pytest.mark.timeout(300)
 USER, PASSWORD = "spark", "spark-pw"
 PREFIX = "spark-"  # the user's topics
 JOB_TOPICS = ("ad-clicks", "ad-click-counts")  # the ad-clicks job's fixed topics
-COMMIT_LOGS = "_samsa-sink-"  # the streaming sink's commit-log topics, one per query
+FIVE_MIN, TEN_MIN = 5 * 60_000, 10 * 60_000
+MANIFEST = Path(__file__).parents[1] / "manifests" / "secured" / "ad-clicks-sasl-ssl.yaml"
 JAAS = (
     "org.apache.kafka.common.security.scram.ScramLoginModule required "
     'username="{user}" password="{password}";'
@@ -71,6 +74,10 @@ class Secured:
         }
 
 
+def _iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def _allow(rtype: ResourceType, name: str, pattern: ResourcePatternType) -> AclBinding:
     return AclBinding(
         rtype, name, pattern, f"User:{USER}", "*", AclOperation.ALL, AclPermissionType.ALLOW
@@ -101,12 +108,8 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
             USER, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), PASSWORD.encode()
         )
         admin.alter_user_scram_credentials([up])[USER].result(30)
-        grants = (
-            [_allow(ResourceType.TOPIC, PREFIX, ResourcePatternType.PREFIXED)]
-            + [_allow(ResourceType.TOPIC, t, ResourcePatternType.LITERAL) for t in JOB_TOPICS]
-            + [_allow(ResourceType.TOPIC, COMMIT_LOGS, ResourcePatternType.PREFIXED)]
-        )
-        for f in admin.create_acls(grants).values():
+        grant = _allow(ResourceType.TOPIC, PREFIX, ResourcePatternType.PREFIXED)
+        for f in admin.create_acls([grant]).values():
             f.result(30)
         yield Secured(plaintext, f"127.0.0.1:{ports['SASL_SSL']}", pki.ca, admin)
 
@@ -156,22 +159,56 @@ def test_wrong_password_fails_naming_authentication(spark, secured):
         writer.mode("append").save()
 
 
-def _kafka_user_secret(folder: Path, user: str, password: str) -> Path:
-    """The files of a KafkaUser's Secret (scram-sha-512) as Kubernetes mounts them."""
-    folder.mkdir()
-    (folder / "username").write_text(user)
-    (folder / "password").write_text(password)
-    (folder / "sasl.jaas.config").write_text(JAAS.format(user=user, password=password))
-    return folder
+def _manifest_kafka_user(secured: Secured) -> tuple[str, dict[str, str]]:
+    """The KafkaUser of manifests/secured/ad-clicks-sasl-ssl.yaml made as the operator makes
+    it: its SCRAM credential, only the ACLs its spec declares, and its Secret's data."""
+    import yaml
+
+    from samsa_operator import models, users
+
+    user = next(yaml.safe_load_all((MANIFEST).read_text()))
+    name = user["metadata"]["name"]
+    spec = models.parse_spec(models.KafkaUserSpec, user["spec"])
+    data = users.scram_secret(name, {})
+    up = UserScramCredentialUpsertion(
+        name,
+        ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, users.SCRAM_ITERATIONS),
+        data["password"].encode(),
+    )
+    secured.admin.alter_user_scram_credentials([up])[name].result(30)
+    grants = [
+        AclBinding(
+            ResourceType[a.resource_type],
+            a.name,
+            ResourcePatternType[a.pattern],
+            a.principal,
+            a.host,
+            AclOperation[a.operation],
+            AclPermissionType[a.permission],
+        )
+        for a in users.desired_acls(spec, users.principal(name, spec))
+    ]
+    for f in secured.admin.create_acls(grants).values():
+        f.result(30)
+    return name, data
 
 
 @pytest.mark.slow
 def test_ad_clicks_job_with_a_kafka_user_secret(spark, secured, tmp_path):
+    """Job (a) as manifests/secured runs it: --kafka-user-secret over the files of the
+    KafkaUser's Secret, --kafka-ca over the cluster CA's ca.crt, as that user and its ACLs."""
     for name, partitions in zip(JOB_TOPICS, (3, 1), strict=True):
         secured.admin.create_topics([NewTopic(name, partitions, 1)])[name].result(30)
     _imps, clicks = generate(600, seed=5, span_minutes=40)
     publish(secured.plaintext, JOB_TOPICS[0], clicks, {"enable.idempotence": False})
-    secret = _kafka_user_secret(tmp_path / "user-secret", USER, PASSWORD)
+    _name, data = _manifest_kafka_user(secured)
+    secret = tmp_path / "kafka-user"  # one file per key, as Kubernetes mounts a Secret
+    secret.mkdir()
+    for key, value in data.items():
+        (secret / key).write_text(value)
+    ca = tmp_path / "kafka-ca"
+    ca.mkdir()
+    (ca / "ca.crt").write_bytes(secured.ca.read_bytes())
     ad_clicks.main(
         [
             "--bootstrap",
@@ -179,12 +216,21 @@ def test_ad_clicks_job_with_a_kafka_user_secret(spark, secured, tmp_path):
             "--kafka-user-secret",
             str(secret),
             "--kafka-ca",
-            str(secured.ca),
+            str(ca / "ca.crt"),
             "--checkpoint",
             str(tmp_path / "ckpt"),
             "--available-now",
         ]
     )
-    out = consume_all(secured.plaintext, JOB_TOPICS[1])
-    assert out  # windows the watermark closed, counted from clicks read over SASL_SSL
-    assert sum(json.loads(m.value())["clicks"] for m in out) > 0
+    # By hand: every five-minute window the watermark (latest click - 10 min) has closed.
+    watermark = max(c.event_time_ms for c in clicks) - TEN_MIN
+    expected = Counter(
+        (c.campaign_id, _iso(c.event_time_ms // FIVE_MIN * FIVE_MIN))
+        for c in clicks
+        if c.event_time_ms // FIVE_MIN * FIVE_MIN + FIVE_MIN <= watermark
+    )
+    out = [json.loads(m.value()) for m in consume_all(secured.plaintext, JOB_TOPICS[1])]
+    got = {(r["campaign_id"], r["window_start"]): r["clicks"] for r in out}
+    assert len(got) == len(out)
+    assert got == dict(expected)
+    assert got
