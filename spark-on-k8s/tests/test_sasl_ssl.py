@@ -234,3 +234,15 @@ def test_ad_clicks_job_with_a_kafka_user_secret(spark, secured, tmp_path):
     assert len(got) == len(out)
     assert got == dict(expected)
     assert got
+
+
+def test_spark_kafka_connector_reads_over_sasl_ssl_with_the_same_options(spark, secured):
+    """The options of the samsa tests above, unchanged, with Spark's own connector."""
+    topic = secured.topic(2)
+    records = [(f"k{i}".encode(), f"v{i}".encode()) for i in range(100)]
+    produce(secured.plaintext, topic, records)
+    reader = spark.read.format("kafka").option("subscribe", topic)
+    for k, v in secured.java_options().items():
+        reader = reader.option(k, v)
+    rows = reader.load().select("key", "value").collect()
+    assert sorted((bytes(r.key), bytes(r.value)) for r in rows) == sorted(records)
