@@ -168,17 +168,20 @@ class Brokers:
         )
 
     def _metadata(self, topic: str | None = None) -> Any:
-        """list_topics within the timeout, asked in short rounds so that refused credentials
-        end the wait at once rather than after the whole of it."""
+        """list_topics within the timeout, asked in rounds of growing length so that refused
+        credentials end the wait soon rather than after the whole of it, while a slow cluster
+        still gets rounds long enough to answer in."""
         deadline = time.monotonic() + self.timeout
+        round_s = 0.5
         while True:
             left = deadline - time.monotonic()
             try:
-                return self.admin.list_topics(topic=topic, timeout=max(min(left, 1.0), 0.01))
+                return self.admin.list_topics(topic=topic, timeout=max(min(left, round_s), 0.01))
             except KafkaException as e:
                 self.admin.poll(0)
                 if self.refused is not None or time.monotonic() >= deadline:
                     raise self._unreachable("get metadata", e) from None
+            round_s *= 2
 
     def partitions_by_topic(self) -> dict[str, int]:
         md = self._metadata()
