@@ -33,6 +33,17 @@ class SamsaConnectionError(RuntimeError):
     """The brokers could not be reached or did not answer in time."""
 
 
+class SamsaAuthenticationError(SamsaConnectionError):
+    """The brokers refused the client's credentials (SASL or TLS): retrying will not help."""
+
+
+def authentication_error(bootstrap: str, err: KafkaError) -> SamsaAuthenticationError:
+    return SamsaAuthenticationError(
+        f"authentication failed at kafka.bootstrap.servers={bootstrap}: {err.str()} "
+        "(check kafka.sasl.jaas.config, or the KafkaUser Secret, and kafka.security.protocol)"
+    )
+
+
 class SamsaDataLossError(RuntimeError):
     """Records that a query must read are gone (retention, a deleted topic) or never existed."""
 
@@ -67,7 +78,9 @@ class ProducerErrors:
         self.failed: list[tuple[KafkaError, str | None]] = []
 
     def error_cb(self, err: KafkaError) -> None:
-        if err.fatal() and self.fatal is None:
+        # Refused credentials are not fatal to librdkafka, which would retry until every
+        # message timed out; they are to us.
+        if (err.fatal() or err.code() == KafkaError._AUTHENTICATION) and self.fatal is None:
             self.fatal = err
 
     def on_delivery(self, err: KafkaError | None, msg: Any) -> None:
@@ -115,6 +128,8 @@ class ProducerErrors:
     def check(self, unacknowledged: int = 0) -> None:
         where = f"kafka.bootstrap.servers={self.bootstrap}"
         if self.fatal is not None:
+            if self.fatal.code() == KafkaError._AUTHENTICATION:
+                raise authentication_error(self.bootstrap, self.fatal)
             if self.fatal.code() == KafkaError._UNSUPPORTED_FEATURE:
                 raise IdempotenceUnsupportedError(
                     f"the brokers at {where} do not support idempotent producers "
@@ -135,19 +150,41 @@ class Brokers:
         self.bootstrap = bootstrap
         self.timeout = timeout_ms / 1000
         conf = _conf(bootstrap, {k: v for k, v in kafka.items() if _admin_key(k)})
+        self.refused: KafkaError | None = None
+        conf["error_cb"] = self._error_cb
         self.admin = AdminClient(conf)
 
+    def _error_cb(self, err: KafkaError) -> None:
+        if err.code() == KafkaError._AUTHENTICATION:
+            self.refused = err
+
     def _unreachable(self, what: str, e: BaseException) -> SamsaConnectionError:
+        self.admin.poll(0)  # serves error_cb
+        if self.refused is not None:
+            return authentication_error(self.bootstrap, self.refused)
         return SamsaConnectionError(
             f"could not {what} from the brokers at kafka.bootstrap.servers={self.bootstrap} "
             f"within {self.timeout:g}s: {_reason(e)}"
         )
 
+    def _metadata(self, topic: str | None = None) -> Any:
+        """list_topics within the timeout, asked in rounds of growing length so that refused
+        credentials end the wait soon rather than after the whole of it, while a slow cluster
+        still gets rounds long enough to answer in."""
+        deadline = time.monotonic() + self.timeout
+        round_s = 0.5
+        while True:
+            left = deadline - time.monotonic()
+            try:
+                return self.admin.list_topics(topic=topic, timeout=max(min(left, round_s), 0.01))
+            except KafkaException as e:
+                self.admin.poll(0)
+                if self.refused is not None or time.monotonic() >= deadline:
+                    raise self._unreachable("get metadata", e) from None
+            round_s *= 2
+
     def partitions_by_topic(self) -> dict[str, int]:
-        try:
-            md = self.admin.list_topics(timeout=self.timeout)
-        except KafkaException as e:
-            raise self._unreachable("get metadata", e) from None
+        md = self._metadata()
         return {
             name: len(t.partitions)
             for name, t in md.topics.items()
@@ -178,10 +215,7 @@ class Brokers:
 
     def leaders(self, topic: str) -> dict[int, tuple[str, int]]:
         """host and port of the leader of each of the topic's partitions that has one."""
-        try:
-            md = self.admin.list_topics(topic=topic, timeout=self.timeout)
-        except KafkaException as e:
-            raise self._unreachable("get metadata", e) from None
+        md = self._metadata(topic)
         t = md.topics.get(topic)
         if t is None or t.error is not None:
             return {}
@@ -194,10 +228,7 @@ class Brokers:
 
     def leader(self, topic: str, partition: int) -> tuple[str, int]:
         """host and port of the partition's leader; ConnectionError while it has none."""
-        try:
-            md = self.admin.list_topics(topic=topic, timeout=self.timeout)
-        except KafkaException as e:
-            raise self._unreachable("get metadata", e) from None
+        md = self._metadata(topic)
         t = md.topics.get(topic)
         p = t.partitions.get(partition) if t is not None and t.error is None else None
         broker = md.brokers.get(p.leader) if p is not None else None
@@ -449,6 +480,11 @@ class RangeReader:
             raise self._gone(r)
         if code == KafkaError.UNKNOWN_TOPIC_OR_PART:
             return r.until_offset
+        if code == KafkaError.GROUP_AUTHORIZATION_FAILED:
+            # librdkafka looks up the coordinator of the group.id it insists on, which this
+            # consumer never joins nor commits to: a principal allowed only its topics (as
+            # Kafka's Java consumer needs for assigned partitions) still reads them.
+            return position
         if err.fatal() or not err.retriable():
             raise SamsaConnectionError(
                 f"reading {r.topic}/{r.partition} from kafka.bootstrap.servers={self.bootstrap}: "

@@ -25,8 +25,12 @@ TAG_HEADER = "samsa.sink.batch"
 Identity = tuple[str, bytes | None, bytes | None, tuple[tuple[str, bytes | None], ...]]
 
 
+# Every query's commit log is named with it: the prefix a principal under ACLs is granted.
+COMMIT_LOG_PREFIX = "_samsa-sink-"
+
+
 def commit_log_topic(query_id: str) -> str:
-    return f"_samsa-sink-{query_id}"
+    return f"{COMMIT_LOG_PREFIX}{query_id}"
 
 
 def tag(query_id: str, batch_id: int, task: int) -> bytes:

@@ -50,7 +50,7 @@ from typing import Any
 
 import pyarrow as pa
 from confluent_kafka import KafkaError, KafkaException, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import NewTopic
 from pyspark.sql.datasource import (
     DataSourceArrowWriter,
     DataSourceStreamArrowWriter,
@@ -67,6 +67,7 @@ from samsa_spark.client import (
     scan,
 )
 from samsa_spark.commitlog import (
+    COMMIT_LOG_PREFIX,
     TAG_HEADER,
     BatchMarker,
     Identity,
@@ -353,18 +354,32 @@ class CommitLog:
     def ensure(self) -> None:
         if self.topic in self.brokers.partitions_by_topic():
             return
-        admin = AdminClient({"bootstrap.servers": self.opts.bootstrap})
+        # The brokers' AdminClient: it carries the sink's security settings.
+        admin = self.brokers.admin
         # Markers are tiny and the last one must never expire.
         topic = NewTopic(self.topic, 2, -1, config={"retention.ms": "-1", "retention.bytes": "-1"})
         fut = admin.create_topics([topic], request_timeout=self.timeout)[self.topic]
+        where = f"kafka.bootstrap.servers={self.opts.bootstrap}"
         try:
             fut.result(self.timeout)
         except KafkaException as e:
-            if e.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+            code = e.args[0].code()
+            if code != KafkaError.TOPIC_ALREADY_EXISTS:
+                hint = (
+                    f" (the principal needs Create, Write and Read on topic {self.topic}: "
+                    f"a prefixed ACL on {COMMIT_LOG_PREFIX}, or option commitLogTopic)"
+                    if code == KafkaError.TOPIC_AUTHORIZATION_FAILED
+                    else ""
+                )
                 raise SamsaConnectionError(
-                    f"could not create the sink's commit log {self.topic} on "
-                    f"kafka.bootstrap.servers={self.opts.bootstrap}: {e.args[0].str()}"
+                    f"could not create the sink's commit log {self.topic} on {where}: "
+                    f"{e.args[0].str()}{hint}"
                 ) from None
+        except TimeoutError:
+            raise SamsaConnectionError(
+                f"could not create the sink's commit log {self.topic} on {where} "
+                f"within {self.timeout:g}s"
+            ) from None
         deadline = time.monotonic() + self.timeout
         while self.topic not in self.brokers.partitions_by_topic():
             if time.monotonic() > deadline:
