@@ -10,8 +10,11 @@ InitProducerId, so OUTPUT read with read_committed holds each input exactly once
 from __future__ import annotations
 
 import sys
+import time
 
 from confluent_kafka import Consumer, Producer
+
+PROCESSING_S = 0.1
 
 
 def main() -> None:
@@ -48,6 +51,11 @@ def main() -> None:
         producer.begin_transaction()
         for m in batch:
             producer.produce(sink, b"out-" + (m.value() or b""), partition=m.partition())
+        # Processing takes time while the transaction is open, as real work does: without it
+        # a transaction lasts a few milliseconds, and a busy machine can see all 20 kills land
+        # between transactions, leaving the aborts untested.
+        producer.flush(60)
+        time.sleep(PROCESSING_S)
         producer.send_offsets_to_transaction(
             consumer.position(consumer.assignment()), consumer.consumer_group_metadata(), 60
         )

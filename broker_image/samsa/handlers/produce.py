@@ -89,6 +89,13 @@ async def _verified(
     tps: list[TopicPartition],
 ) -> Any:
     assert services.verify_transaction is not None
+    # The records are views of the connection's receive buffer, which is reused for the
+    # frames that arrive while the coordinator is asked: keep a copy (one transaction's first
+    # batches only), or they are overwritten before they are appended.
+    for topic_data in request.topic_data:
+        for pdata in topic_data.partition_data:
+            if pdata.records is not None:
+                pdata.records = memoryview(bytes(pdata.records))
     guards = {}
     for tp in tps:
         partition = services.replica_manager.get_partition(tp)

@@ -32,7 +32,7 @@ from confluent_kafka.admin import (
 )
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from kafka_support import encode_request, header_only_frame
+from kafka_support import encode_request, header_only_frame, wait_until
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
 from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
@@ -143,12 +143,19 @@ def guarded(env: Env, caplog: pytest.LogCaptureFixture) -> Iterator[Env]:
     before = env.written()
     served = Served(f"127.0.0.1:{env.ports['PLAINTEXT']}")
     try:
+        # Served before the fuzzing starts, then served again once it has run: a busy machine
+        # may take longer to connect the producer than the fuzzing takes.
+        wait_until(lambda: served.delivered > 0, 60, what="the other client served at first")
+        at_start = served.delivered
         yield env
-        during = served.delivered
+        wait_until(
+            lambda: served.delivered > at_start or served.errors,
+            60,
+            what="the other client served through the fuzzing",
+        )
     finally:
         served.stop()
     assert served.errors == []
-    assert during > 0, "the other client was not served while the fuzzing ran"
     assert env.written() == before
     errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
     assert errors == []

@@ -29,7 +29,7 @@ import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
 
 public class EosApp {
-    public static void main(String[] args) {
+    public static void main(String[] args) throws InterruptedException {
         String bootstrap = args[0], source = args[1], sink = args[2], group = args[3];
         String txnId = args[4];
         Properties c = new Properties();
@@ -73,6 +73,10 @@ public class EosApp {
                                 new TopicPartition(r.topic(), r.partition()),
                                 new OffsetAndMetadata(r.offset() + 1));
                     }
+                    // Processing takes time while the transaction is open, as real work does,
+                    // so that kills land inside transactions and not only between them.
+                    producer.flush();
+                    Thread.sleep(100);
                     producer.sendOffsetsToTransaction(offsets, consumer.groupMetadata());
                     producer.commitTransaction();
                 } catch (ProducerFencedException e) {
