@@ -20,8 +20,9 @@ from kafka_support import wait_until
 APP = Path(__file__).resolve().parent / "eos_app.py"
 
 
-def read(bootstrap: str, topic: str, isolation: str, partitions: int) -> list[str]:
-    """Every value of the topic, to the end of each partition (the LSO for read_committed)."""
+def read(bootstrap: str, topic: str, isolation: str, partitions: int, expect: int = 0) -> list[str]:
+    """Every value of the topic, to the end of each partition (the LSO for read_committed),
+    once at least ``expect`` have come."""
     c = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -47,7 +48,7 @@ def read(bootstrap: str, topic: str, isolation: str, partitions: int) -> list[st
         else:
             at_end.discard(msg.partition() or 0)
             out.append((msg.value() or b"").decode())
-        return len(at_end) == partitions
+        return len(out) >= expect and len(at_end) == partitions
 
     try:
         wait_until(done, 90, 0, f"the end of {topic}")

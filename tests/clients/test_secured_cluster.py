@@ -234,9 +234,9 @@ def test_librdkafka(secured: Secured) -> None:
     assert confluent_round_trip(conf, topic, 20) == [f"v{i}".encode() for i in range(20)]
 
 
-@pytest.mark.skipif(KCAT is None, reason="kcat is not installed")
 def test_kcat(secured: Secured) -> None:
     topic = secured.topic("kcat")
+    assert KCAT is not None, "kcat is missing: make setup installs it"
     args = [str(KCAT), "-b", secured.cluster.bootstrap_servers]
     for k, v in secured.conf.items():
         if k != "bootstrap.servers":

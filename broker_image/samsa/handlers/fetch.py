@@ -94,8 +94,8 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
         reads, max_bytes, isolation, replica_id, from_follower
     )
     max_wait_ms = ms(request.max_wait)
-    errors = any(r.error_code for r in responses) or len(reads) != len(order)
-    if total >= request.min_bytes or max_wait_ms <= 0 or errors or not reads or _news(responses):
+    unknown = len(reads) != len(order)  # partitions answered with an error already
+    if total >= request.min_bytes or max_wait_ms <= 0 or unknown or not reads or _news(responses):
         return _encode(services, ctx, order, responses)
     return _long_poll(
         services,

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from cluster_support import ClusterFactory, create_topic, wait_until
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from eos_support import kill_loop, read
 from kafka_support import Wire
 
 from samsa.local.cluster import LocalCluster
@@ -46,39 +47,7 @@ def producer(cluster: LocalCluster, txn_id: str) -> Producer:
 def read_values(cluster: LocalCluster, topic: str, isolation: str, expect: int) -> list[str]:
     """Every value of the topic, read until ``expect`` have come and every partition's end
     (the last stable offset for read_committed) is reached."""
-    c = Consumer(
-        {
-            "bootstrap.servers": cluster.bootstrap_servers,
-            "group.id": f"reader-{random.randrange(1 << 30)}",
-            "auto.offset.reset": "earliest",
-            "enable.auto.commit": False,
-            "isolation.level": isolation,
-            "enable.partition.eof": True,
-        }
-    )
-    c.subscribe([topic])
-    values: list[str] = []
-    eof: set[int] = set()
-
-    def done() -> bool:
-        msg = c.poll(0.5)
-        if msg is None:
-            return False
-        err = msg.error()
-        if err is not None:
-            if err.code() != KafkaError._PARTITION_EOF:
-                raise KafkaException(err)
-            eof.add(msg.partition() or 0)
-        else:
-            eof.discard(msg.partition() or 0)
-            values.append((msg.value() or b"").decode())
-        return len(values) >= expect and len(eof) == PARTITIONS
-
-    try:
-        wait_until(done, 90, interval=0, what=f"{expect} values of {topic} ({isolation})")
-    finally:
-        c.close()
-    return values
+    return read(cluster.bootstrap_servers, topic, isolation, PARTITIONS, expect)
 
 
 def coordinator_of(cluster: LocalCluster, txn_id: str, alive: list[int]) -> int:
@@ -215,7 +184,6 @@ def test_application_killed_20_times_on_the_cluster_every_input_once(
     start_cluster: ClusterFactory, tmp_path: Path
 ) -> None:
     """The exactly-once application across 6 partitions (RF=3) killed with -9 twenty times."""
-    from eos_support import kill_loop
 
     cluster = start_cluster(3, **CONFIG)
     inputs = 3000
