@@ -356,14 +356,17 @@ def produce(
     partition: int | None = 0,
     keys: Sequence[bytes] | None = None,
     timestamps: Sequence[int] | None = None,
-    one_by_one: bool = False,
+    batch_of: int = 0,
     **extra: Any,
 ) -> list[Delivered]:
     """Produce every value, wait for every delivery report, fail on any error.
 
-    Returns the deliveries in the order the values were given.  `one_by_one` flushes after
-    each record, so each record is its own batch.
+    Returns the deliveries in the order the values were given.  `batch_of` flushes after
+    every so many records and lingers in between, so that each run of that many records is
+    one batch, whatever the machine's speed (the log's layout is then the same every run).
     """
+    if batch_of:
+        extra.setdefault("linger.ms", 5_000)
     p = producer(bootstrap, **extra)
     results: list[Delivered | None] = [None] * len(values)
     errors: list[str] = []
@@ -386,8 +389,8 @@ def produce(
         if timestamps is not None:
             kwargs["timestamp"] = timestamps[i]
         p.produce(topic, **kwargs)
-        if one_by_one:
-            assert p.flush(20) == 0, "a record was not delivered within 20 s"
+        if batch_of and (i + 1) % batch_of == 0:
+            assert p.flush(20) == 0, "a batch was not delivered within 20 s"
         else:
             p.poll(0)
     assert p.flush(30) == 0, "records were not delivered within 30 s"

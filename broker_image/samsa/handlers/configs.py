@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
@@ -47,6 +48,13 @@ def topic_of(services: BrokerServices, name: str) -> TopicMetadata:
     if topic is None:
         raise KafkaApiError(ErrorCode.unknown_topic_or_partition, f"Topic '{name}' does not exist.")
     return topic
+
+
+async def described_topic(services: BrokerServices, name: str) -> TopicMetadata:
+    """The topic with its overrides read from the store of record, so that a describe or an
+    incremental alter on one broker sees what another broker altered a moment ago."""
+    topic = topic_of(services, name)
+    return dataclasses.replace(topic, configs=await services.store.topic_configs(name))
 
 
 def check_broker(services: BrokerServices, name: str) -> bool:
@@ -95,9 +103,11 @@ def broker_config_entries(
     return entries
 
 
-def describe(services: BrokerServices, resource_type: int, name: str) -> list[dict[str, Any]]:
+async def describe(
+    services: BrokerServices, resource_type: int, name: str
+) -> list[dict[str, Any]]:
     if resource_type == TOPIC:
-        return topic_config_entries(services, topic_of(services, name))
+        return topic_config_entries(services, await described_topic(services, name))
     if resource_type == BROKER:
         return broker_config_entries(services, check_broker(services, name))
     raise KafkaApiError(ErrorCode.invalid_request, f"Unsupported resource type {resource_type}")
@@ -147,9 +157,11 @@ async def replace(
     raise KafkaApiError(ErrorCode.invalid_request, f"Unsupported resource type {resource_type}")
 
 
-def current_overrides(services: BrokerServices, resource_type: int, name: str) -> dict[str, str]:
+async def current_overrides(
+    services: BrokerServices, resource_type: int, name: str
+) -> dict[str, str]:
     if resource_type == TOPIC:
-        return dict(topic_of(services, name).configs)
+        return dict((await described_topic(services, name)).configs)
     if resource_type == BROKER:
         default_layer, own = services.store.broker_config_layers()
         return default_layer if check_broker(services, name) else own

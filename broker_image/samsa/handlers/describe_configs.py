@@ -14,7 +14,7 @@ KEY = 32
 MIN_VERSION, MAX_VERSION = 1, 4
 
 
-def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> dict[str, Any]:
+async def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> dict[str, Any]:
     results = []
     for resource in request.resources:
         entry: dict[str, Any] = {
@@ -32,7 +32,7 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> dict[
                 resource.resource_name,
                 AclOperation.DESCRIBE_CONFIGS,
             )
-            entries = configs.describe(services, resource.resource_type, resource.resource_name)
+            entries = await configs.describe(services, resource.resource_type, resource.resource_name)
         except KafkaApiError as exc:
             entry.update(configs.resource_error(exc))
             results.append(entry)
@@ -42,12 +42,11 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> dict[
             wanted = set(keys)
             entries = [e for e in entries if e["name"] in wanted]
         with_synonyms = getattr(request, "include_synonyms", False)
-        topic = services.cache.topic(resource.resource_name)
         for e in entries:
             e["synonyms"] = []
             if with_synonyms:
                 own = []
-                if resource.resource_type == configs.TOPIC and topic and e["name"] in topic.configs:
+                if e["config_source"] == DYNAMIC_TOPIC_CONFIG:
                     own = [
                         {
                             "name": e["name"],

@@ -76,7 +76,7 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
                 resource.resource_name,
                 AclOperation.ALTER_CONFIGS,
             )
-            current = configs.current_overrides(
+            current = await configs.current_overrides(
                 services, resource.resource_type, resource.resource_name
             )
             wanted = _apply(current, resource.resource_type, list(resource.configs))

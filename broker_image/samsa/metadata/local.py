@@ -195,6 +195,9 @@ class LocalMetadataStore:
         self._save()
         self._changed({name})
 
+    async def topic_configs(self, name: str) -> dict[str, str]:
+        return dict(self._topics[name].configs)
+
     def broker_configs(self) -> dict[str, str]:
         return {**self._broker_default_configs, **self._broker_configs}
 

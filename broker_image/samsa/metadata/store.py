@@ -48,6 +48,11 @@ class MetadataStore(Protocol):
 
     async def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> None: ...
 
+    async def topic_configs(self, name: str) -> dict[str, str]:
+        """A topic's overrides as the store of record holds them now, not as this broker's
+        watches last saw them: what one broker altered, any broker describes at once."""
+        ...
+
     def broker_configs(self) -> dict[str, str]: ...
 
     def broker_config_layers(self) -> tuple[dict[str, str], dict[str, str]]:

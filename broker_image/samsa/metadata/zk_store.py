@@ -206,6 +206,10 @@ class ZkMetadataStore:
         self._configs[name] = dict(configs)
         self._rebuild(name)
 
+    async def topic_configs(self, name: str) -> dict[str, str]:
+        # As Kafka's ZooKeeper-mode brokers: read from ZooKeeper, where a watch may lag.
+        return await self.zk.topic_config(name)
+
     async def set_broker_configs(
         self, configs: Mapping[str, str], cluster_default: bool = False
     ) -> None:

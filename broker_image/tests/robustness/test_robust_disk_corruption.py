@@ -35,7 +35,7 @@ from samsa.testing import InProcessBroker
 
 TOPIC = "damaged"
 MULTI = "spread"
-COUNT = 230  # the last segment ends up about half full, with index entries
+COUNT = 236  # batches of 4: the last segment holds 3 of them, with index entries
 BASE_TS = 1_700_000_000_000
 VALUES = [f"rec-{i:04d}-".encode() + b"p" * 40 for i in range(COUNT)]
 MULTI_VALUES = {p: [f"m{p}-{i}".encode() for i in range(30)] for p in range(3)}
@@ -110,7 +110,7 @@ def damaged(
         TOPIC,
         VALUES,
         timestamps=[BASE_TS + 1000 * i for i in range(COUNT)],
-        **{"batch.size": 300, "linger.ms": 0},
+        batch_of=4,
     )
     for p, values in MULTI_VALUES.items():
         produce(broker.bootstrap_servers, MULTI, values, partition=p)
