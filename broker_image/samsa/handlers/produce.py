@@ -52,8 +52,19 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     ):
         unverified = _unverified(services, ctx, request)
         if unverified is not None and services.dynamic_config()[VERIFICATION_ENABLE]:
+            _keep_records(request)
             return _verified(services, ctx, request, txn_id, *unverified)
     return _append(services, ctx, request, {})
+
+
+def _keep_records(request: Any) -> None:
+    """Copy the records out of the connection's receive buffer, which the frames arriving
+    while the coordinator is asked overwrite. Here, not in the coroutine: the connection
+    reads on before a coroutine's first step runs (one transaction's first batches only)."""
+    for topic_data in request.topic_data:
+        for pdata in topic_data.partition_data:
+            if pdata.records is not None:
+                pdata.records = memoryview(bytes(pdata.records))
 
 
 def _unverified(
@@ -89,13 +100,6 @@ async def _verified(
     tps: list[TopicPartition],
 ) -> Any:
     assert services.verify_transaction is not None
-    # The records are views of the connection's receive buffer, which is reused for the
-    # frames that arrive while the coordinator is asked: keep a copy (one transaction's first
-    # batches only), or they are overwritten before they are appended.
-    for topic_data in request.topic_data:
-        for pdata in topic_data.partition_data:
-            if pdata.records is not None:
-                pdata.records = memoryview(bytes(pdata.records))
     guards = {}
     for tp in tps:
         partition = services.replica_manager.get_partition(tp)

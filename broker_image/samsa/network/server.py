@@ -153,7 +153,9 @@ class Connection(asyncio.BufferedProtocol):
             if self.pending or self._blocked():
                 self.pending.append(bytes(body))
             else:
-                # Decoded in place: handlers copy what they keep, so the buffer can be reused.
+                # Decoded in place: a handler copies what it keeps before it returns, even
+                # an awaitable, since a larger frame read behind this one compacts the
+                # buffer within this very call.
                 self._handle(body.toreadonly(), out)
         if self.start == self.end:
             self.start = self.end = 0

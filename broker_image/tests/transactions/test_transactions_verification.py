@@ -11,9 +11,17 @@ from typing import Any
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
-from kafka_support import Wire, produce_request, wait_until
+from kafka_support import Wire, encode_request, produce_request, wait_until
 from test_transactions_wire import add_partitions, call, end_txn, init_ok
-from txn_support import READ_COMMITTED, READ_UNCOMMITTED, fetch, list_offset, plain, txn_batch
+from txn_support import (
+    READ_COMMITTED,
+    READ_UNCOMMITTED,
+    fetch,
+    list_offset,
+    plain,
+    read_until,
+    txn_batch,
+)
 
 from samsa.metadata import TopicPartition
 from samsa.protocol.errors import ErrorCode
@@ -145,3 +153,32 @@ def test_a_transaction_ended_while_its_partition_is_verified_takes_no_late_batch
     # Only the abort marker is in the partition, and no transaction holds its LSO.
     assert list_offset(wire, topic, READ_UNCOMMITTED, 0) == 1
     assert list_offset(wire, topic, READ_COMMITTED, 0) == 1
+
+
+def test_a_batch_waiting_for_verification_survives_the_frames_read_behind_it(
+    broker: InProcessBroker, wire: Wire
+) -> None:
+    """The connection decodes requests in place in its receive buffer; a larger request
+    arriving behind a transaction's first batch makes it move its unread bytes to the front.
+    The batch, still waiting for the coordinator's answer, is appended intact (a fast
+    transactional producer got CORRUPT_MESSAGE, then INVALID_RECORD, and had to abort)."""
+    topic = f"verify-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(30)
+    txn = f"verify-{uuid.uuid4().hex[:8]}"
+    pid, epoch = init_ok(wire, txn)
+    assert add_partitions(wire, txn, pid, epoch, topic, [0]) == {0: E.none}
+    value = bytes(range(256)) * 400  # 100 KB
+    first = dataclasses.replace(
+        produce_request(topic, {0: txn_batch(pid, 0, [value], epoch=epoch)}, version=9),
+        transactional_id=txn,
+    )
+    # 200 KB behind it: together more than the connection's 256 KB buffer.
+    behind = produce_request(topic, {1: plain(b"\xee" * 200_000)}, version=9)
+    ids = (901, 902)
+    wire.send(encode_request(0, 9, first, ids[0]) + encode_request(0, 9, behind, ids[1]))
+    for correlation_id in ids:
+        (p,) = wire.read_response(0, 9, correlation_id).responses[0].partition_responses
+        assert (E(p.error_code), p.error_message) == (E.none, None), correlation_id
+    assert end_txn(wire, txn, pid, epoch, commit=True) is E.none
+    assert read_until(broker.bootstrap_servers, topic, "read_committed", value) == [value]
