@@ -277,6 +277,18 @@ class KafkaController:
             log.info("controller election failed: %s", exc)
             return
         if won is None:
+            # Resigned on a disconnection that its ZooKeeper session outlived, this broker
+            # still holds /controller, and nobody else can be elected: give it up, and the
+            # election starts anew (Kafka resigns only on expiry; this broker resigns earlier,
+            # since a disconnected controller cannot know whether it still is one).
+            if await self.zk.controller_id() == self.broker_id and (
+                await self.zk.remove_dead_controller(self.broker_id)
+            ):
+                log.warning(
+                    "broker %d: /controller still named this broker after it resigned; "
+                    "electing anew",
+                    self.broker_id,
+                )
             return
         epoch, version = won
         log.info("broker %d is the controller (epoch %d)", self.broker_id, epoch)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import signal
 import time
 
@@ -105,6 +106,31 @@ def test_split_brain_old_controller_is_fenced_by_every_broker(
     load = LoadProducer(cluster, "fence", idempotent=False).start()
     wait_until(lambda: load.oracle.count() > 300, 60)
     check_no_loss(load.stop(), consume_all(cluster, "fence", 3))
+
+
+def test_a_controller_cut_off_from_zookeeper_then_back_in_its_session_leaves_one_elected(
+    start_cluster: ClusterFactory,
+) -> None:
+    """A controller that loses ZooKeeper resigns at once (it cannot know it still is one);
+    if ZooKeeper comes back while its session lives, it still holds /controller, and the
+    cluster must not be left without a controller: a topic created afterwards gets leaders."""
+    # A session long enough to outlive the pause: the brokers drop their connections after
+    # two thirds of it, and ZooKeeper is resumed right after the controller resigns.
+    cluster = start_cluster(3, zookeeper_session_timeout_ms=10_000)
+    old, old_epoch = controller_and_epoch(cluster)
+    log_file = cluster.data_dir / f"broker-{old}.log"
+    zk_pid = cluster.state.zookeeper_pid  # type: ignore[union-attr]
+    os.kill(zk_pid, signal.SIGSTOP)
+    try:
+        wait_until(
+            lambda: "resigning as controller" in log_file.read_text(), 30, what="resignation"
+        )
+    finally:
+        os.kill(zk_pid, signal.SIGCONT)
+    wait_until(lambda: controller_and_epoch(cluster)[1] > old_epoch, 30, what="an election")
+    assert "Session has expired" not in log_file.read_text(), "the session should survive"
+    create_topic(cluster, "after-the-pause", partitions=3, rf=3)
+    produce(cluster.bootstrap_servers, "after-the-pause", [b"written"], partition=0)
 
 
 def test_controlled_shutdown_moves_leadership_before_the_broker_stops(
