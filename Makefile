@@ -72,7 +72,7 @@ lint:
 	$(UV) run ruff check .
 	$(UV) run ruff format --check .
 	$(UV) run mypy broker_image/samsa operator/samsa_operator spark-on-k8s/samsa_spark \
-		spark-on-k8s/pyspark_samsa bench
+		spark-on-k8s/pyspark_samsa bench chaos
 	$(UV) run lint-imports
 
 format:
