@@ -32,7 +32,9 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
                 resource.resource_name,
                 AclOperation.DESCRIBE_CONFIGS,
             )
-            entries = await configs.describe(services, resource.resource_type, resource.resource_name)
+            entries = await configs.describe(
+                services, resource.resource_type, resource.resource_name
+            )
         except KafkaApiError as exc:
             entry.update(configs.resource_error(exc))
             results.append(entry)
