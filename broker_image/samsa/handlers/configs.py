@@ -103,9 +103,7 @@ def broker_config_entries(
     return entries
 
 
-async def describe(
-    services: BrokerServices, resource_type: int, name: str
-) -> list[dict[str, Any]]:
+async def describe(services: BrokerServices, resource_type: int, name: str) -> list[dict[str, Any]]:
     if resource_type == TOPIC:
         return topic_config_entries(services, await described_topic(services, name))
     if resource_type == BROKER:
