@@ -11,10 +11,10 @@ from __future__ import annotations
 import bisect
 import logging
 import shutil
-import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
+from samsa.clock import wall_clock_ms
 from samsa.config.topic import LogConfig
 from samsa.log.checkpoint import LEADER_EPOCH_CHECKPOINT, fsync_dir
 from samsa.log.epoch import LeaderEpochCache
@@ -72,10 +72,6 @@ def _markers_in(
         return read_end_txn_marker(records, positions[i], h)
 
     return marker_of
-
-
-def wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def parse_partition_dir(name: str) -> tuple[str, int]:

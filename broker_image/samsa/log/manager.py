@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from samsa.clock import wall_clock_ms
 from samsa.config.topic import LogConfig
 from samsa.log.checkpoint import (
     LOG_START_OFFSET_CHECKPOINT,
@@ -26,7 +27,7 @@ from samsa.log.checkpoint import (
     OffsetCheckpointFile,
     fsync_dir,
 )
-from samsa.log.log import Log, wall_clock_ms
+from samsa.log.log import Log
 
 log = logging.getLogger(__name__)
 

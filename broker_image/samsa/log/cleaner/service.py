@@ -37,6 +37,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from samsa.clock import wall_clock_ms
 from samsa.log.cleaner.cleaner import (
     ActiveProducers,
     Cleaner,
@@ -48,7 +49,6 @@ from samsa.log.cleaner.cleaner import (
 )
 from samsa.log.cleaner.manager import LogCleanerManager, LogToClean, StableOffset
 from samsa.log.cleaner.offset_map import OffsetMap
-from samsa.log.log import wall_clock_ms
 from samsa.log.manager import LogManager
 from samsa.log.swap import CrashHook
 from samsa.protocol.records import CorruptRecordError
