@@ -9,10 +9,12 @@ import random
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import cast
 
 import pytest
 
 from chaos.faults import clock, disk
+from chaos.faults.base import Environment
 from chaos.faults.clock import MAX_STEP_MS, MIN_STEP_MS, ClockStepKind
 from chaos.faults.disk import BALLAST_NAME, DiskFullKind, fillable
 
@@ -33,6 +35,11 @@ class FakeEnvironment:
 
     def clock_file(self, broker: int) -> Path:
         return self._clocks / f"clock-{broker}"
+
+
+def fake(dirs: dict[int, Path], clocks: Path) -> Environment:
+    """The fake, typed as the environment the kinds are given (they use no more of it)."""
+    return cast(Environment, FakeEnvironment(dirs, clocks))
 
 
 @pytest.fixture
@@ -62,17 +69,17 @@ def test_only_a_small_tmpfs_is_fillable(tmp_path: Path, tmpfs: Path) -> None:
     (tmpfs / "data").mkdir()
     assert fillable(tmpfs / "data")
     assert not fillable(tmp_path)  # the test's own directory, on whatever holds /tmp
-    env = FakeEnvironment({0: tmp_path / "plain", 1: tmpfs / "data"}, tmp_path)
+    env = fake({0: tmp_path / "plain", 1: tmpfs / "data"}, tmp_path)
     (tmp_path / "plain").mkdir()
     assert DiskFullKind().applicable(env)
-    assert not DiskFullKind().applicable(FakeEnvironment({0: tmp_path / "plain"}, tmp_path))
+    assert not DiskFullKind().applicable(fake({0: tmp_path / "plain"}, tmp_path))
 
 
 def test_disk_full_fills_until_enospc_and_heals(tmp_path: Path, tmpfs: Path) -> None:
     data = tmpfs / "data"
     data.mkdir()
     _write(data / "before", b"x" * 1000)
-    env = FakeEnvironment({0: tmp_path / "elsewhere", 3: data}, tmp_path)
+    env = fake({0: tmp_path / "elsewhere", 3: data}, tmp_path)
     (tmp_path / "elsewhere").mkdir()
     fault = DiskFullKind().inject(env, random.Random(1))
     assert fault.broker == 3  # the only broker whose data directory can be filled
@@ -95,7 +102,7 @@ def test_disk_full_fills_until_enospc_and_heals(tmp_path: Path, tmpfs: Path) -> 
 
 
 def test_disk_full_refuses_an_environment_without_a_tmpfs(tmp_path: Path) -> None:
-    env = FakeEnvironment({0: tmp_path}, tmp_path)
+    env = fake({0: tmp_path}, tmp_path)
     assert not DiskFullKind().applicable(env)
     with pytest.raises(RuntimeError):
         DiskFullKind().inject(env, random.Random(0))
@@ -111,7 +118,7 @@ def test_clock_steps_go_both_ways_within_bounds() -> None:
 
 
 def test_clock_step_writes_the_broker_offset_file_and_heals_to_zero(tmp_path: Path) -> None:
-    env = FakeEnvironment({0: tmp_path, 1: tmp_path, 2: tmp_path}, tmp_path / "clocks")
+    env = fake({0: tmp_path, 1: tmp_path, 2: tmp_path}, tmp_path / "clocks")
     kind = ClockStepKind()
     assert kind.applicable(env)
     fault = kind.inject(env, random.Random(3))
