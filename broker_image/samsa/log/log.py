@@ -22,6 +22,7 @@ from samsa.log.errors import (
     OffsetOutOfRangeError,
     OffsetsOutOfOrderError,
     UnexpectedAppendOffsetError,
+    out_of_space,
 )
 from samsa.log.info import FetchDataInfo, LogAppendInfo
 from samsa.log.loader import load_log
@@ -365,7 +366,20 @@ class Log:
         """Record that ``epoch`` starts at ``start_offset`` (a new leader's first offset), so
         OffsetForLeaderEpoch answers correctly before its first append."""
         self._maybe_assign_epoch(epoch, start_offset)
-        self.leader_epoch_cache.flush()
+        self._write_epochs()
+
+    def _write_epochs(self) -> None:
+        """Write the epoch checkpoint after a change. On a full disk it stays dirty and the
+        next flush writes it: that flush fails until there is room, holding the recovery
+        point, so a crash meanwhile re-derives the epochs from the batches."""
+        try:
+            self.leader_epoch_cache.flush()
+        except OSError as exc:
+            if not out_of_space(exc):
+                raise
+            log.warning(
+                "%s-%d: no space for the leader epoch checkpoint", self.topic, self.partition
+            )
 
     def _duplicate_append_info(self, duplicate: BatchMetadata) -> LogAppendInfo:
         """A retried batch: answered with what it got when it was appended (Kafka's way)."""
@@ -563,7 +577,7 @@ class Log:
         self._recovery_point = min(self._recovery_point, offset)
         self._log_start_offset = min(self._log_start_offset, offset)
         self.leader_epoch_cache.truncate_from_end(offset)
-        self.leader_epoch_cache.flush()
+        self._write_epochs()
         self.producer_state.truncate_to(
             offset, self._log_start_offset, self.batch_headers, self._stored_marker
         )
@@ -583,7 +597,7 @@ class Log:
         self._recovery_point = offset
         self._dir_dirty = True
         self.leader_epoch_cache.clear()
-        self.leader_epoch_cache.flush()
+        self._write_epochs()
         self.producer_state.truncate_fully(offset)
         if self.truncation_listener is not None:
             self.truncation_listener(self, offset)

@@ -16,7 +16,12 @@ from samsa.log.checkpoint import OffsetCheckpointFile
 from samsa.log.producer_state import AppendOrigin
 from samsa.log.txn_index import AbortedTxn
 from samsa.protocol.control import build_end_txn_marker
-from samsa.protocol.records import build_batch
+from samsa.protocol.records import (
+    build_batch,
+    decode_records,
+    set_base_offset,
+    set_partition_leader_epoch,
+)
 
 
 @pytest.fixture
@@ -80,3 +85,106 @@ def txn(pid: int, seq: int, n: int = 2) -> bytes:
         base_sequence=seq,
         transactional=True,
     )
+
+
+def plain(i: int, size: int = 300) -> bytes:
+    return build_batch([(None, b"%06d" % i + b"v" * size, [])], timestamp_ms=1000 + i)
+
+
+def values(plog: Log) -> list[tuple[int, bytes]]:
+    """(offset, first bytes of the value) of every record, read back through the log."""
+    out: list[tuple[int, bytes]] = []
+    offset = plog.log_start_offset
+    while offset < plog.log_end_offset:
+        records = decode_records(bytes(plog.read(offset, 1 << 20).records))
+        out.extend((r.offset, (r.value or b"")[:6]) for r in records)
+        offset = records[-1].offset + 1
+    return out
+
+
+@pytest.mark.parametrize("pages_free", [0, 1, 2])
+def test_appends_and_rolls_on_a_full_disk_fail_whole_and_resume(
+    disk: Path, pages_free: int
+) -> None:
+    """Every append meets the full disk at a different step (the batch, a roll's index
+    trim, its producer snapshot, the new segment): each fails with ENOSPC or succeeds
+    whole, and once there is room the log takes appends again and reads back in order."""
+    config = LogConfig(segment_bytes=2000, index_interval_bytes=200, retention_ms=-1)
+    plog = Log.open(disk / "t-0", config)
+    acked = []
+    for i in range(20):
+        plog.append_as_leader(plain(i), 0)
+        acked.append((len(acked), b"%06d" % i))
+    ballast = Ballast(disk / "ballast")
+    ballast.fill()
+    ballast.free_pages(pages_free)
+    failures = 0
+    for i in range(20, 60):
+        try:
+            plog.append_as_leader(plain(i), 0)
+        except OSError as exc:
+            assert exc.errno == errno.ENOSPC
+            failures += 1
+        else:
+            acked.append((len(acked), b"%06d" % i))
+        assert values(plog) == acked
+    assert failures
+    ballast.remove()
+    for i in range(60, 80):
+        plog.append_as_leader(plain(i), 0)
+        acked.append((len(acked), b"%06d" % i))
+    assert values(plog) == acked
+    plog.flush()
+    end = plog.log_end_offset
+    plog.close()
+    for clean in (True, False):
+        again = Log.open(
+            disk / "t-0", config, recovery_point=end if clean else 0, clean_shutdown=clean
+        )
+        assert values(again) == acked
+        again.close()
+
+
+def replicated(offset: int, epoch: int, pid: int = 5, seq: int = 0) -> bytearray:
+    """A leader's stored batch as a follower fetches it: offsets and epoch already set."""
+    batch = bytearray(
+        build_batch(
+            [(None, b"%06d" % offset + b"f" * 200, [])],
+            timestamp_ms=1000 + offset,
+            producer_id=pid,
+            producer_epoch=0,
+            base_sequence=seq,
+        )
+    )
+    set_base_offset(batch, 0, offset)
+    set_partition_leader_epoch(batch, 0, epoch)
+    return batch
+
+
+def test_a_follower_truncates_and_a_leader_takes_an_epoch_on_a_full_disk(disk: Path) -> None:
+    """Truncation and a new epoch write the epoch checkpoint; on a full disk that write
+    waits for the next flush rather than leave the log half-truncated (the producer state
+    still ahead of the log) or a leadership half-taken."""
+    config = LogConfig(segment_bytes=1 << 20, index_interval_bytes=100, retention_ms=-1)
+    plog = Log.open(disk / "t-0", config)
+    for offset in range(10):
+        plog.append_as_follower(replicated(offset, epoch=0 if offset < 5 else 1, seq=offset))
+    ballast = Ballast(disk / "ballast")
+    ballast.fill()
+    assert plog.truncate_to(5)
+    assert plog.log_end_offset == 5
+    assert plog.leader_epoch_cache.latest_epoch == 0
+    assert plog.producer_state.producers[5].last_seq == 4, "the producer state went back too"
+    plog.assign_epoch(2, 5)  # this broker becomes leader at epoch 2
+    assert plog.end_offset_for_epoch(0) == (0, 5)
+    with pytest.raises(OSError):
+        plog.flush()
+    ballast.remove()
+    plog.append_as_follower(replicated(5, epoch=2, seq=5))
+    plog.flush()
+    plog.close()
+    again = Log.open(disk / "t-0", config, recovery_point=6, clean_shutdown=True)
+    assert [offset for offset, _ in values(again)] == list(range(6))
+    assert again.end_offset_for_epoch(0) == (0, 5)
+    assert again.leader_epoch_cache.latest_epoch == 2
+    again.close()
