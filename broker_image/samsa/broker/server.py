@@ -656,7 +656,10 @@ class KafkaServer:
             await self.producer_id_manager.close()
         if self.replica_manager is not None:
             if self.cluster is not None:
-                self.replica_manager.checkpoint_high_watermarks()
+                try:
+                    self.replica_manager.checkpoint_high_watermarks()
+                except OSError as exc:  # a full disk: the logs must still be closed
+                    log.error("high watermarks not checkpointed at shutdown: %s", exc)
             self.replica_manager.shutdown()
         if self.log_manager is not None:
             self.log_manager.shutdown()

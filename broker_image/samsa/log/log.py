@@ -741,10 +741,14 @@ class Log:
         for segment in self._segments:
             segment.close()
 
-    def delete(self) -> None:
-        """Close everything and remove the partition directory."""
+    def close_handles(self) -> None:
+        """Release every descriptor and map without writing anything."""
         for segment in self._segments:
             segment.close_handles()
+
+    def delete(self) -> None:
+        """Close everything and remove the partition directory."""
+        self.close_handles()
         shutil.rmtree(self._dir, ignore_errors=True)
 
     def __repr__(self) -> str:

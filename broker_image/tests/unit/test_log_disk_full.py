@@ -4,6 +4,7 @@ fails with ENOSPC and leaves the files as they were, so nothing read later is co
 from __future__ import annotations
 
 import errno
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import pytest
 from disk_support import PAGE, Ballast, small_tmpfs
 
 from samsa.config.topic import LogConfig
-from samsa.log import Log
+from samsa.log import CLEAN_SHUTDOWN_FILE, Log, LogManager
 from samsa.log.checkpoint import OffsetCheckpointFile
 from samsa.log.producer_state import AppendOrigin
 from samsa.log.txn_index import AbortedTxn
@@ -188,3 +189,43 @@ def test_a_follower_truncates_and_a_leader_takes_an_epoch_on_a_full_disk(disk: P
     assert again.end_offset_for_epoch(0) == (0, 5)
     assert again.leader_epoch_cache.latest_epoch == 2
     again.close()
+
+
+def _open_under(path: Path) -> list[str]:
+    out = []
+    for fd in Path("/proc/self/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith(str(path)):
+            out.append(target)
+    return out
+
+
+def test_a_shutdown_on_a_full_disk_closes_every_file_and_recovers_next_time(disk: Path) -> None:
+    """A broker stopped while its disk is full cannot flush: it still closes every file (so
+    the file system can be unmounted) and leaves no clean-shutdown marker, and the next
+    start recovers everything that was appended."""
+    config = LogConfig(segment_bytes=2000, index_interval_bytes=200, retention_ms=-1)
+    manager = LogManager(disk / "data", config)
+    manager.load_logs()
+    acked: dict[int, list[tuple[int, bytes]]] = {0: [], 1: []}
+    for i in range(30):
+        plog = manager.get_or_create_log("t", i % 2, config)
+        plog.append_as_leader(plain(i), 0)
+        acked[i % 2].append((len(acked[i % 2]), b"%06d" % i))
+    ballast = Ballast(disk / "ballast")
+    ballast.fill()
+    manager.shutdown()
+    assert _open_under(disk) == []
+    assert not (disk / "data" / CLEAN_SHUTDOWN_FILE).exists()
+    ballast.remove()
+    again = LogManager(disk / "data", config)
+    again.load_logs()
+    for p in (0, 1):
+        reopened = again.get_log("t", p)
+        assert reopened is not None
+        assert values(reopened) == acked[p]
+    again.shutdown()
+    assert (disk / "data" / CLEAN_SHUTDOWN_FILE).exists()
