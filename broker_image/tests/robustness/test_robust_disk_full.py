@@ -1,0 +1,137 @@
+"""A full disk under a running broker (its data directory on a small tmpfs of the test's own,
+filled by a ballast file): produces fail with KAFKA_STORAGE_ERROR, fetches keep being served,
+offset commits fail with NOT_COORDINATOR, and once the ballast is gone the broker takes
+writes again without a restart. Everything acknowledged is there once, in order."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from disk_support import Ballast, small_tmpfs
+from kafka_support import consume, create_topic, producer, unique, wait_until
+
+from samsa.testing import InProcessBroker
+
+CONFIG = {
+    "offsets.topic.num.partitions": "1",
+    "transaction.state.log.num.partitions": "1",
+    "log.flush.offset.checkpoint.interval.ms": "200",
+    "log.flush.scheduler.interval.ms": "200",
+    "log.retention.check.interval.ms": "200",
+}
+TOPIC = "full"
+
+
+@pytest.fixture
+def disk() -> Iterator[Path]:
+    with small_tmpfs("16m") as point:
+        yield point
+
+
+@pytest.fixture
+def broker(disk: Path) -> Iterator[InProcessBroker]:
+    b = InProcessBroker(disk / "data", CONFIG).start()
+    try:
+        yield b
+    finally:
+        b.stop()
+
+
+def _produce(bootstrap: str, values: list[bytes], **extra: Any) -> dict[bytes, Any]:
+    """Produce every value; the outcome of each: its offset, or the KafkaError."""
+    p = producer(bootstrap, **{"linger.ms": 20, "message.timeout.ms": 10_000, **extra})
+    outcome: dict[bytes, Any] = {}
+
+    def report(err: Any, msg: Any) -> None:
+        outcome[msg.value()] = err if err is not None else msg.offset()
+
+    for value in values:
+        p.produce(TOPIC, value=value, partition=0, on_delivery=report)
+        p.poll(0)
+    assert p.flush(30) == 0
+    return outcome
+
+
+def _group_consumer(bootstrap: str, group: str) -> Consumer:
+    return Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "socket.timeout.ms": 10_000,
+        }
+    )
+
+
+def _commit(c: Consumer, offset: int) -> KafkaError | None:
+    # Metadata of 3 KB: the commit needs a fresh page of the offsets log, not the slack left
+    # in its last one, so on a full disk it cannot fit.
+    tp = TopicPartition(TOPIC, 0, offset, metadata="m" * 3000)
+    try:
+        c.commit(offsets=[tp], asynchronous=False)
+    except KafkaException as exc:
+        return exc.args[0]
+    return None
+
+
+def _committed(c: Consumer) -> int:
+    (tp,) = c.committed([TopicPartition(TOPIC, 0)], timeout=10)
+    return int(tp.offset)
+
+
+def test_a_full_disk_refuses_writes_serves_reads_and_recovers(
+    broker: InProcessBroker, disk: Path
+) -> None:
+    bootstrap = broker.bootstrap_servers
+    create_topic(bootstrap, TOPIC, config={"segment.bytes": str(64 * 1024)})
+    acked: list[bytes] = []
+
+    def produce_and_note(tag: str, n: int, **extra: Any) -> dict[bytes, Any]:
+        values = [f"{tag}-{i:04d}-".encode() + b"v" * 300 for i in range(n)]
+        outcome = _produce(bootstrap, values, **extra)
+        acked.extend(v for v in values if isinstance(outcome[v], int))
+        return outcome
+
+    before = produce_and_note("before", 300, acks="all", **{"enable.idempotence": True})
+    assert all(isinstance(o, int) for o in before.values())
+    group = unique("disk-full")
+    committer = _group_consumer(bootstrap, group)
+    try:
+        assert _commit(committer, 100) is None
+        ballast = Ballast(disk / "ballast")
+        ballast.fill()
+
+        # No retries: each batch's answer is what the client sees.
+        during = produce_and_note("during", 200, retries=0)
+        errors = {o.code() for o in during.values() if not isinstance(o, int)}
+        assert errors == {KafkaError.KAFKA_STORAGE_ERROR}, errors
+        # Reads go on: everything acknowledged so far, in order.
+        assert [r.value for r in consume(bootstrap, TOPIC)] == acked
+        # A commit cannot be written: NOT_COORDINATOR (Kafka's answer for a storage error
+        # on __consumer_offsets, which sends the client to find its coordinator again); the
+        # old offset stays.
+        error = _commit(committer, 200)
+        assert error is not None and error.code() == KafkaError.NOT_COORDINATOR, error
+        assert _committed(committer) == 100
+
+        ballast.remove()
+        # Idempotent producers retry through it; the broker needs no restart.
+        after = produce_and_note("after", 300, acks="all", **{"enable.idempotence": True})
+        assert all(isinstance(o, int) for o in after.values())
+        wait_until(lambda: _commit(committer, 300) is None, 20, what="a commit to succeed")
+        assert _committed(committer) == 300
+    finally:
+        committer.close()
+
+    records = consume(bootstrap, TOPIC)
+    assert [r.offset for r in records] == list(range(len(records)))
+    assert [r.value for r in records] == acked, "exactly the acknowledged records, in order"
+
+    # And the log on disk is whole: a restart reads the same.
+    broker.restart()
+    assert [r.value for r in consume(broker.bootstrap_servers, TOPIC)] == acked
