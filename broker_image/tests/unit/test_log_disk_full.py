@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cleaner_support import Clock, compacted_log, read_all, view, with_config
 from disk_support import PAGE, Ballast, small_tmpfs
 
 from samsa.config.topic import LogConfig
@@ -229,3 +230,26 @@ def test_a_shutdown_on_a_full_disk_closes_every_file_and_recovers_next_time(disk
         assert values(reopened) == acked[p]
     again.shutdown()
     assert (disk / "data" / CLEAN_SHUTDOWN_FILE).exists()
+
+
+def test_a_clean_that_meets_a_full_disk_is_tried_again_once_there_is_room(disk: Path) -> None:
+    """Compaction writes new segments before it frees the old: on a full disk it fails,
+    leaves no .cleaned file behind, and cleans the log once space returns, instead of
+    marking it uncleanable until the broker restarts."""
+    config = with_config(segment_bytes=2048)
+    _, plog, cleaner = compacted_log(disk / "data", Clock(), config)
+    # Keys 10 and up are written once, so every cleaned segment keeps records (needs room).
+    for i in range(200):
+        key = b"k%d" % (i if i < 100 else i % 10)
+        plog.append_as_leader(build_batch([(key, b"value-%03d" % i + b"x" * 50, [])]), 0)
+    before = read_all(plog)
+    ballast = Ballast(disk / "ballast")
+    ballast.fill()
+    assert not cleaner.clean_filthiest_log_now()
+    assert list((disk / "data" / "t-0").glob("*.cleaned")) == []
+    assert read_all(plog) == before
+    assert ("t", 0) not in cleaner.manager.uncleanable
+    ballast.remove()
+    assert cleaner.clean_filthiest_log_now()
+    after = read_all(plog)
+    assert view(after) == view(before) and len(after) < len(before)
