@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from disk_support import Ballast, small_tmpfs
 from kafka_support import consume, create_topic, producer, unique, wait_until
 
@@ -135,3 +135,73 @@ def test_a_full_disk_refuses_writes_serves_reads_and_recovers(
     # And the log on disk is whole: a restart reads the same.
     broker.restart()
     assert [r.value for r in consume(broker.bootstrap_servers, TOPIC)] == acked
+
+
+def test_a_transaction_commit_waits_out_a_full_disk(disk: Path) -> None:
+    """The transaction coordinator cannot write PrepareCommit to a full disk: the client's
+    commit times out (it retries NOT_COORDINATOR, Kafka's answer for a storage error there),
+    the transaction stays open, and the same commit, called again once there is room,
+    completes. A read_committed consumer sees every transaction whole, once."""
+    # Tiny __transaction_state segments: each state record rolls a new file, which needs a
+    # fresh page (a record that fits in a last page's slack would not meet the full disk).
+    config = {**CONFIG, "transaction.state.log.segment.bytes": "200"}
+    b = InProcessBroker(disk / "data", config).start()
+    try:
+        bootstrap = b.bootstrap_servers
+        create_topic(bootstrap, TOPIC)
+        p = Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "transactional.id": unique("disk-full-txn"),
+                "transaction.timeout.ms": 60_000,
+            }
+        )
+        p.init_transactions(20)
+
+        def transaction(tag: str) -> list[bytes]:
+            values = [f"{tag}-{i}".encode() for i in range(10)]
+            p.begin_transaction()
+            for v in values:
+                p.produce(TOPIC, value=v, partition=0)
+            p.flush(20)
+            return values
+
+        committed = transaction("first")
+        p.commit_transaction(20)
+        second = transaction("second")
+        ballast = Ballast(disk / "ballast")
+        ballast.fill()
+        with pytest.raises(KafkaException) as raised:
+            p.commit_transaction(3)
+        error = raised.value.args[0]
+        assert error.code() == KafkaError._TIMED_OUT and error.retriable(), error
+        ballast.remove()
+        p.commit_transaction(20)  # "retry call to resume"
+        committed += second
+        committed += transaction("third")
+        p.commit_transaction(20)
+
+        c = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": unique("disk-full-reader"),
+                "isolation.level": "read_committed",
+                "auto.offset.reset": "earliest",
+            }
+        )
+        try:
+            c.assign([TopicPartition(TOPIC, 0, 0)])
+            got: list[bytes] = []
+
+            def read_all() -> bool:
+                for m in c.consume(100, 0.5):
+                    assert m.error() is None, m.error()
+                    got.append(m.value())
+                return len(got) >= len(committed)
+
+            wait_until(read_all, 30, what="every committed record")
+        finally:
+            c.close()
+        assert got == committed
+    finally:
+        b.stop()
