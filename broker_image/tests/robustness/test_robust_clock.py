@@ -9,13 +9,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import TopicPartition
+from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 from kafka_support import (
     assert_contiguous,
     consume,
     consumer,
     create_topic,
     list_offset,
+    log_end,
     log_start,
     produce,
     wait_until,
@@ -138,3 +139,48 @@ def test_a_step_back_keeps_appends_and_the_max_timestamp(
     ]
     error, offset = list_offset(broker.port, topic, 0, MAX_TIMESTAMP)
     assert error == 0 and offset < 20
+
+
+def test_a_step_forward_times_out_an_open_transaction(
+    start_broker: Callable[..., InProcessBroker], clock_file: Path
+) -> None:
+    """transaction.timeout.ms is measured on the wall clock, as in Kafka: a step past it
+    makes the coordinator abort the open transaction (its producer is fenced), and the
+    last stable offset moves on, so read_committed readers are not held up."""
+    broker = start_broker(
+        {
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms": "100",
+            "offsets.topic.num.partitions": "1",
+            "transaction.state.log.num.partitions": "1",
+        }
+    )
+    topic = "clock-txn"
+    create_topic(broker.bootstrap_servers, topic)
+    p = Producer(
+        {
+            "bootstrap.servers": broker.bootstrap_servers,
+            "transactional.id": "clock-step",
+            "transaction.timeout.ms": str(10 * 60_000),
+        }
+    )
+    p.init_transactions(20)
+    p.begin_transaction()
+    p.produce(topic, value=b"open", partition=0)
+    p.flush(20)
+    _step(clock_file, 2 * HOUR_MS)
+    # The abort marker follows the record: the log end moves past it.
+    wait_until(lambda: log_end(broker.port, topic) >= 2, 20, what="the coordinator's abort")
+    with pytest.raises(KafkaException) as raised:
+        p.commit_transaction(20)
+    assert raised.value.args[0].code() in (
+        KafkaError.INVALID_PRODUCER_EPOCH,
+        KafkaError.PRODUCER_FENCED,
+        KafkaError._FENCED,
+    ), raised.value.args[0]
+    c = consumer(broker.bootstrap_servers, **{"isolation.level": "read_committed"})
+    try:
+        _, high = c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10, cached=False)
+    finally:
+        c.close()
+    assert high >= 2, "the last stable offset moved past the aborted transaction"
+    assert consume(broker.bootstrap_servers, topic, end=0) == []
