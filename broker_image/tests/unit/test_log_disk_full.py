@@ -131,6 +131,7 @@ def test_appends_and_rolls_on_a_full_disk_fail_whole_and_resume(
             acked.append((len(acked), b"%06d" % i))
         assert values(plog) == acked
     assert failures
+    assert list((disk / "t-0").glob("*.tmp")) == [], "a failed write left a temporary file"
     ballast.remove()
     for i in range(60, 80):
         plog.append_as_leader(plain(i), 0)
