@@ -238,7 +238,7 @@ def test_a_clean_that_meets_a_full_disk_is_tried_again_once_there_is_room(disk: 
     leaves no .cleaned file behind, and cleans the log once space returns, instead of
     marking it uncleanable until the broker restarts."""
     config = with_config(segment_bytes=2048)
-    _, plog, cleaner = compacted_log(disk / "data", Clock(), config)
+    manager, plog, cleaner = compacted_log(disk / "data", Clock(), config)
     # Keys 10 and up are written once, so every cleaned segment keeps records (needs room).
     for i in range(200):
         key = b"k%d" % (i if i < 100 else i % 10)
@@ -254,3 +254,4 @@ def test_a_clean_that_meets_a_full_disk_is_tried_again_once_there_is_room(disk: 
     assert cleaner.clean_filthiest_log_now()
     after = read_all(plog)
     assert view(after) == view(before) and len(after) < len(before)
+    manager.shutdown()
