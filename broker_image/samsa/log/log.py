@@ -417,16 +417,23 @@ class Log:
         follower whose next batch starts beyond it); an empty active segment is reused."""
         new_base = max(expected_next_offset or 0, self._next_offset)
         active = self._segments[-1]
+        if active.size == 0 and active.base_offset == new_base:
+            return active
+        # Created first and the active one sealed second, each undone if the next step fails
+        # (a full disk): the last segment is always one that can be appended to.
+        segment = LogSegment.create(self._dir, new_base, self._config, self._now_ms())
         if active.size == 0:
-            if active.base_offset == new_base:
-                return active
             # An empty segment can just be replaced: nothing in it to keep.
             self._segments.pop()
             self._bases.pop()
             active.delete()
         else:
-            active.seal()
-        segment = LogSegment.create(self._dir, new_base, self._config, self._now_ms())
+            try:
+                active.seal()
+            except OSError:
+                segment.delete()
+                active.make_active()
+                raise
         self._segments.append(segment)
         self._bases.append(new_base)
         self._dir_dirty = True

@@ -255,3 +255,42 @@ def test_a_clean_that_meets_a_full_disk_is_tried_again_once_there_is_room(disk: 
     after = read_all(plog)
     assert view(after) == view(before) and len(after) < len(before)
     manager.shutdown()
+
+
+def test_a_roll_cut_short_by_a_full_disk_leaves_the_active_segment_appendable(
+    disk: Path,
+) -> None:
+    """A roll seals the active segment's two indexes one after the other: with room for just
+    the first, the roll fails half-way. A smaller batch that still fits the segment must then
+    go into it as into any active segment, not find a read-only index after its bytes are
+    written (that left them in the file under offsets the log then gave out again)."""
+    config = LogConfig(segment_bytes=4096, index_interval_bytes=1, retention_ms=-1)
+    plog = Log.open(disk / "t-0", config)
+    acked = []
+    for i in range(3):
+        plog.append_as_leader(plain(i, size=1000), 0)
+        acked.append((i, b"%06d" % i))
+    ballast = Ballast(disk / "ballast")
+    ballast.fill()
+    ballast.free_pages(1)
+    with pytest.raises(OSError):
+        plog.append_as_leader(plain(3, size=1000), 0)  # needs a roll: it fails in the seal
+    try:
+        plog.append_as_leader(plain(4, size=10), 0)  # fits the segment's last page
+        acked.append((3, b"%06d" % 4))
+    except OSError as exc:
+        assert exc.errno == errno.ENOSPC
+    assert values(plog) == acked
+    ballast.remove()
+    for i in range(5, 12):
+        plog.append_as_leader(plain(i, size=1000), 0)
+        acked.append((len(acked), b"%06d" % i))
+    assert values(plog) == acked
+    plog.flush()
+    plog.close()
+    for clean in (True, False):
+        again = Log.open(
+            disk / "t-0", config, recovery_point=len(acked) if clean else 0, clean_shutdown=clean
+        )
+        assert values(again) == acked
+        again.close()
