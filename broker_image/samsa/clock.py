@@ -17,6 +17,9 @@ import time
 ENV_VAR = "SAMSA_CLOCK_OFFSET_FILE"
 REREAD_S = 0.1
 
+_monotonic = time.monotonic
+_time_ns = time.time_ns
+
 
 class OffsetClock:
     """System time plus the offset in a file, re-read at most every ``reread_s`` seconds.
@@ -35,14 +38,17 @@ class OffsetClock:
         return self._offset_ms
 
     def now_ms(self) -> int:
-        self._maybe_reread()
-        return time.time_ns() // 1_000_000 + self._offset_ms
+        # On every append's path: the re-read check is one monotonic read.
+        if _monotonic() >= self._next_read:
+            self._reread()
+        return _time_ns() // 1_000_000 + self._offset_ms
 
     def _maybe_reread(self) -> None:
-        now = time.monotonic()
-        if now < self._next_read:
-            return
-        self._next_read = now + self._reread_s
+        if _monotonic() >= self._next_read:
+            self._reread()
+
+    def _reread(self) -> None:
+        self._next_read = _monotonic() + self._reread_s
         path = self._path if self._path is not None else os.environ.get(ENV_VAR)
         self._offset_ms = read_offset_ms(path, self._offset_ms)
 
