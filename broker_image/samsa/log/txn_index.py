@@ -16,13 +16,14 @@ entry (a crash in mid-write) is dropped on open; recovery rebuilds the tail anyw
 from __future__ import annotations
 
 import contextlib
-import errno
 import logging
 import os
 import struct
 from collections.abc import Iterable
 from pathlib import Path
 from typing import NamedTuple
+
+from samsa.log.errors import out_of_space
 
 log = logging.getLogger(__name__)
 
@@ -127,7 +128,7 @@ class TransactionIndex:
             finally:
                 os.close(fd)
         except OSError as exc:
-            if exc.errno != errno.ENOSPC:
+            if not out_of_space(exc):
                 raise
         # A full disk: the abort marker is already in the log, so the entry must not be lost
         # (read_committed fetches use it); it is kept in memory and written by the next flush.
