@@ -6,54 +6,21 @@ from __future__ import annotations
 import errno
 import os
 import random
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
-from typing import cast
 
 import pytest
 
 from chaos.faults import clock, disk
-from chaos.faults.base import Environment
 from chaos.faults.clock import MAX_STEP_MS, MIN_STEP_MS, ClockStepKind
 from chaos.faults.disk import BALLAST_NAME, DiskFullKind, fillable
-
-
-class FakeEnvironment:
-    """Just what the two kinds use: brokers, data directories, clock files."""
-
-    def __init__(self, dirs: dict[int, Path], clocks: Path) -> None:
-        self._dirs = dirs
-        self._clocks = clocks
-
-    @property
-    def brokers(self) -> list[int]:
-        return sorted(self._dirs)
-
-    def data_dir(self, broker: int) -> Path:
-        return self._dirs[broker]
-
-    def clock_file(self, broker: int) -> Path:
-        return self._clocks / f"clock-{broker}"
-
-
-def fake(dirs: dict[int, Path], clocks: Path) -> Environment:
-    """The fake, typed as the environment the kinds are given (they use no more of it)."""
-    return cast(Environment, FakeEnvironment(dirs, clocks))
+from chaos.tests.fault_support import fake, small_tmpfs
 
 
 @pytest.fixture
 def tmpfs(tmp_path: Path) -> Iterator[Path]:
-    """A 2 MiB tmpfs of the test's own, unmounted at the end."""
-    if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root")
-    point = tmp_path / "tmpfs"
-    point.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(point)], check=True)
-    try:
+    with small_tmpfs(tmp_path) as point:
         yield point
-    finally:
-        subprocess.run(["umount", str(point)], check=True)
 
 
 def _write(path: Path, data: bytes) -> None:
