@@ -184,3 +184,28 @@ def test_a_step_forward_times_out_an_open_transaction(
         c.close()
     assert high >= 2, "the last stable offset moved past the aborted transaction"
     assert consume(broker.bootstrap_servers, topic, end=0) == []
+
+
+def test_a_week_forward_expires_an_empty_group_s_offsets(
+    start_broker: Callable[..., InProcessBroker], clock_file: Path
+) -> None:
+    """offsets.retention.minutes counts on the wall clock from when the group became empty,
+    as in Kafka: a step past it expires the committed offsets at the next check."""
+    broker = start_broker(
+        {"offsets.retention.check.interval.ms": "100", "offsets.topic.num.partitions": "1"}
+    )
+    topic, group = "clock-offsets", "clock-group"
+    create_topic(broker.bootstrap_servers, topic)
+    c = consumer(broker.bootstrap_servers, **{"group.id": group})
+    try:
+        c.commit(offsets=[TopicPartition(topic, 0, 7)], asynchronous=False)
+
+        def committed() -> int:
+            (tp,) = c.committed([TopicPartition(topic, 0)], timeout=10)
+            return int(tp.offset)
+
+        assert committed() == 7
+        _step(clock_file, 8 * 24 * HOUR_MS)  # past the default week
+        wait_until(lambda: committed() < 0, 20, what="the offsets to expire")
+    finally:
+        c.close()
