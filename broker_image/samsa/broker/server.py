@@ -34,6 +34,7 @@ from samsa.handlers.registry import default_apis
 from samsa.handlers.topic_admin import transaction_state_topic_configs
 from samsa.log import LogManager
 from samsa.log.cleaner import CleanerConfig, LogCleaner, crash_hook_from_env
+from samsa.log.errors import out_of_space
 from samsa.metadata import (
     BrokerInfo,
     LocalMetadataStore,
@@ -592,6 +593,12 @@ class KafkaServer:
                     result = job()
                     if asyncio.iscoroutine(result):
                         await result
+                except OSError as exc:
+                    if not out_of_space(exc):
+                        log.exception("scheduled job %s failed", getattr(job, "__name__", job))
+                        continue
+                    # A full disk is expected to pass: one line, and the job runs again.
+                    log.warning("scheduled job %s: %s", getattr(job, "__name__", job), exc)
                 except Exception:
                     log.exception("scheduled job %s failed", getattr(job, "__name__", job))
 
@@ -656,7 +663,10 @@ class KafkaServer:
             await self.producer_id_manager.close()
         if self.replica_manager is not None:
             if self.cluster is not None:
-                self.replica_manager.checkpoint_high_watermarks()
+                try:
+                    self.replica_manager.checkpoint_high_watermarks()
+                except OSError as exc:  # a full disk: the logs must still be closed
+                    log.error("high watermarks not checkpointed at shutdown: %s", exc)
             self.replica_manager.shutdown()
         if self.log_manager is not None:
             self.log_manager.shutdown()

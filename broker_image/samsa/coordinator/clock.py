@@ -10,9 +10,10 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
-import time
 from collections.abc import Callable
 from typing import Protocol
+
+from samsa.clock import wall_clock_ms
 
 
 class TimerHandle(Protocol):
@@ -30,7 +31,7 @@ class Clock(Protocol):
 
 
 class AsyncioClock:
-    """The real clock: system time for timestamps, the running event loop for timers.
+    """The real clock: the broker's wall clock for timestamps, the running event loop for timers.
 
     Timestamps are wall-clock because they are persisted (commit timestamps, the time a group
     became empty) and compared after a restart or on another broker.
@@ -40,7 +41,7 @@ class AsyncioClock:
         self._loop = loop
 
     def now_ms(self) -> int:
-        return int(time.time() * 1000)
+        return wall_clock_ms()
 
     def call_later(self, delay_ms: int, fn: Callable[[], None]) -> TimerHandle:
         loop = self._loop or asyncio.get_running_loop()

@@ -10,10 +10,10 @@ control batch's producer id and whether it commits, so the loader can apply or d
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from typing import Any
 
+from samsa.clock import wall_clock_ms
 from samsa.coordinator.config import GROUP_METADATA_TOPIC_NAME
 from samsa.coordinator.store import Record, TxnMarker, TxnRecord
 from samsa.log.producer_state import AppendOrigin
@@ -48,7 +48,7 @@ class LogGroupStore:
             return
         batch = build_batch(
             [(key, value, ()) for key, value in records],
-            timestamp_ms=int(time.time() * 1000),
+            timestamp_ms=wall_clock_ms(),
             producer_id=producer_id,
             producer_epoch=producer_epoch,
             base_sequence=0 if producer_id >= 0 else -1,

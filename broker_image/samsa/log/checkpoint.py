@@ -39,12 +39,25 @@ def write_checkpoint(path: Path, lines: Iterable[str]) -> None:
     tmp = path.with_name(path.name + TMP_SUFFIX)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        os.write(fd, text.encode())
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        try:
+            write_all(fd, text.encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError:
+        # A full disk: the old checkpoint stays, and no half-written one is left to rename.
+        tmp.unlink(missing_ok=True)
+        raise
     os.replace(tmp, path)
     fsync_dir(path.parent)
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """os.write until every byte is written: a nearly full disk takes a short write first,
+    and only the next write fails (ENOSPC)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def read_checkpoint(path: Path, fields: int) -> list[list[str]] | None:

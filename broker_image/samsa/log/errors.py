@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+
 
 class OffsetOutOfRangeError(Exception):
     """The offset is below the log start offset or beyond the log end offset."""
@@ -17,3 +19,9 @@ class OffsetsOutOfOrderError(ValueError):
 
 class InvalidOffsetError(ValueError):
     """An index append that would break the index's ordering."""
+
+
+def out_of_space(exc: OSError) -> bool:
+    """A full disk (or quota): the write can be tried again once there is room, unlike an
+    I/O error."""
+    return exc.errno in (errno.ENOSPC, errno.EDQUOT)

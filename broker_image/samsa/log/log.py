@@ -11,10 +11,10 @@ from __future__ import annotations
 import bisect
 import logging
 import shutil
-import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
+from samsa.clock import wall_clock_ms
 from samsa.config.topic import LogConfig
 from samsa.log.checkpoint import LEADER_EPOCH_CHECKPOINT, fsync_dir
 from samsa.log.epoch import LeaderEpochCache
@@ -22,6 +22,7 @@ from samsa.log.errors import (
     OffsetOutOfRangeError,
     OffsetsOutOfOrderError,
     UnexpectedAppendOffsetError,
+    out_of_space,
 )
 from samsa.log.info import FetchDataInfo, LogAppendInfo
 from samsa.log.loader import load_log
@@ -72,10 +73,6 @@ def _markers_in(
         return read_end_txn_marker(records, positions[i], h)
 
     return marker_of
-
-
-def wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def parse_partition_dir(name: str) -> tuple[str, int]:
@@ -369,7 +366,20 @@ class Log:
         """Record that ``epoch`` starts at ``start_offset`` (a new leader's first offset), so
         OffsetForLeaderEpoch answers correctly before its first append."""
         self._maybe_assign_epoch(epoch, start_offset)
-        self.leader_epoch_cache.flush()
+        self._write_epochs()
+
+    def _write_epochs(self) -> None:
+        """Write the epoch checkpoint after a change. On a full disk it stays dirty and the
+        next flush writes it: that flush fails until there is room, holding the recovery
+        point, so a crash meanwhile re-derives the epochs from the batches."""
+        try:
+            self.leader_epoch_cache.flush()
+        except OSError as exc:
+            if not out_of_space(exc):
+                raise
+            log.warning(
+                "%s-%d: no space for the leader epoch checkpoint", self.topic, self.partition
+            )
 
     def _duplicate_append_info(self, duplicate: BatchMetadata) -> LogAppendInfo:
         """A retried batch: answered with what it got when it was appended (Kafka's way)."""
@@ -407,16 +417,23 @@ class Log:
         follower whose next batch starts beyond it); an empty active segment is reused."""
         new_base = max(expected_next_offset or 0, self._next_offset)
         active = self._segments[-1]
+        if active.size == 0 and active.base_offset == new_base:
+            return active
+        # Created first and the active one sealed second, each undone if the next step fails
+        # (a full disk): the last segment is always one that can be appended to.
+        segment = LogSegment.create(self._dir, new_base, self._config, self._now_ms())
         if active.size == 0:
-            if active.base_offset == new_base:
-                return active
             # An empty segment can just be replaced: nothing in it to keep.
             self._segments.pop()
             self._bases.pop()
             active.delete()
         else:
-            active.seal()
-        segment = LogSegment.create(self._dir, new_base, self._config, self._now_ms())
+            try:
+                active.seal()
+            except OSError:
+                segment.delete()
+                active.make_active()
+                raise
         self._segments.append(segment)
         self._bases.append(new_base)
         self._dir_dirty = True
@@ -567,7 +584,7 @@ class Log:
         self._recovery_point = min(self._recovery_point, offset)
         self._log_start_offset = min(self._log_start_offset, offset)
         self.leader_epoch_cache.truncate_from_end(offset)
-        self.leader_epoch_cache.flush()
+        self._write_epochs()
         self.producer_state.truncate_to(
             offset, self._log_start_offset, self.batch_headers, self._stored_marker
         )
@@ -587,7 +604,7 @@ class Log:
         self._recovery_point = offset
         self._dir_dirty = True
         self.leader_epoch_cache.clear()
-        self.leader_epoch_cache.flush()
+        self._write_epochs()
         self.producer_state.truncate_fully(offset)
         if self.truncation_listener is not None:
             self.truncation_listener(self, offset)
@@ -731,10 +748,14 @@ class Log:
         for segment in self._segments:
             segment.close()
 
-    def delete(self) -> None:
-        """Close everything and remove the partition directory."""
+    def close_handles(self) -> None:
+        """Release every descriptor and map without writing anything."""
         for segment in self._segments:
             segment.close_handles()
+
+    def delete(self) -> None:
+        """Close everything and remove the partition directory."""
+        self.close_handles()
         shutil.rmtree(self._dir, ignore_errors=True)
 
     def __repr__(self) -> str:

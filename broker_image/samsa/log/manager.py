@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from samsa.clock import wall_clock_ms
 from samsa.config.topic import LogConfig
 from samsa.log.checkpoint import (
     LOG_START_OFFSET_CHECKPOINT,
@@ -26,7 +27,7 @@ from samsa.log.checkpoint import (
     OffsetCheckpointFile,
     fsync_dir,
 )
-from samsa.log.log import Log, wall_clock_ms
+from samsa.log.log import Log
 
 log = logging.getLogger(__name__)
 
@@ -225,12 +226,28 @@ class LogManager:
             return {}
 
     def shutdown(self) -> None:
-        """Flush and close every log, write the checkpoints and the clean-shutdown marker."""
+        """Flush and close every log, write the checkpoints and the clean-shutdown marker.
+
+        A log that cannot be written (a full disk) still has its files closed; there is then
+        no marker, and the next start recovers what was not flushed."""
+        clean = True
         for plog in self._logs.values():
-            plog.flush()
-            plog.close()
-        self.checkpoint_recovery_points()
-        self.checkpoint_log_start_offsets()
+            try:
+                plog.flush()
+                plog.close()
+            except OSError as exc:
+                log.error("%r could not be closed cleanly: %s", plog, exc)
+                plog.close_handles()
+                clean = False
+        try:
+            self.checkpoint_recovery_points()
+            self.checkpoint_log_start_offsets()
+        except OSError as exc:
+            log.error("checkpoints not written at shutdown: %s", exc)
+            clean = False
+        if not clean:
+            self._logs.clear()
+            return
         marker = self._log_dir / CLEAN_SHUTDOWN_FILE
         fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:

@@ -138,14 +138,19 @@ def write_snapshot(path: Path, entries: Iterable[ProducerStateEntry], fsync: boo
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        data = encode_snapshot(entries)
-        written = 0
-        while written < len(data):
-            written += os.write(fd, data[written:])
-        if fsync:
-            os.fsync(fd)
-    finally:
-        os.close(fd)
+        try:
+            data = encode_snapshot(entries)
+            written = 0
+            while written < len(data):
+                written += os.write(fd, data[written:])
+            if fsync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError:
+        # A full disk: leave no half-written temporary taking what space there is.
+        tmp.unlink(missing_ok=True)
+        raise
     os.replace(tmp, path)
 
 

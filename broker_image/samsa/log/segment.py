@@ -18,6 +18,7 @@ from pathlib import Path
 import crc32c
 
 from samsa.config.topic import LogConfig
+from samsa.log.errors import out_of_space
 from samsa.log.index import OffsetIndex, TimeIndex
 from samsa.log.info import FetchDataInfo
 from samsa.log.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
@@ -445,7 +446,14 @@ class LogSegment:
         for index in (self.offset_index, self.time_index):
             index.make_mutable()
             # Recovery rebuilt it in memory: put the preallocated file back in step.
-            index.flush(fsync=False)
+            try:
+                index.flush(fsync=False)
+            except OSError as exc:
+                # A full disk: the index is whole in memory and the next flush writes it;
+                # failing here would leave a truncation half done.
+                if not out_of_space(exc):
+                    raise
+                log.warning("%s: no space to write; written on the next flush", index.path)
         return self._restore_tail_state()
 
     def seal(self) -> None:

@@ -23,6 +23,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import NamedTuple
 
+from samsa.log.errors import out_of_space
+
 log = logging.getLogger(__name__)
 
 TXN_INDEX_SUFFIX = ".txnindex"
@@ -79,6 +81,8 @@ class TransactionIndex:
         self.path = path
         self.entries: list[AbortedTxn] = []
         self._dirty = False
+        # Entries in memory that the file lacks (an append met a full disk).
+        self._unsaved = False
         if load:
             self._load()
 
@@ -106,12 +110,30 @@ class TransactionIndex:
                 f"{self.path} (last ends at {self.entries[-1].last_offset})"
             )
         self.entries.append(txn)
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        try:
-            os.write(fd, _ENTRY.pack(ABORTED_TXN_VERSION, *txn))
-        finally:
-            os.close(fd)
         self._dirty = True
+        if self._unsaved:
+            return  # the next flush rewrites the whole file
+        entry = _ENTRY.pack(ABORTED_TXN_VERSION, *txn)
+        try:
+            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            try:
+                size = os.fstat(fd).st_size
+                try:
+                    if os.write(fd, entry) == len(entry):
+                        return
+                finally:
+                    # A short write leaves a torn entry: cut it off (shrinking needs no space).
+                    if os.fstat(fd).st_size != size + len(entry):
+                        os.ftruncate(fd, size)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            if not out_of_space(exc):
+                raise
+        # A full disk: the abort marker is already in the log, so the entry must not be lost
+        # (read_committed fetches use it); it is kept in memory and written by the next flush.
+        log.warning("%s: no space for an aborted transaction; written on the next flush", self.path)
+        self._unsaved = True
 
     def truncate_to(self, offset: int) -> None:
         """Drop the entries whose marker is at or above `offset`."""
@@ -122,18 +144,27 @@ class TransactionIndex:
 
     def reset(self) -> None:
         self.entries = []
+        self._unsaved = False
         self.path.unlink(missing_ok=True)
 
     def _rewrite(self) -> None:
         if not self.entries:
             self.path.unlink(missing_ok=True)
+            self._unsaved = False
             return
         tmp = self.path.with_name(self.path.name + ".tmp")
-        tmp.write_bytes(encode_entries(self.entries))
+        try:
+            tmp.write_bytes(encode_entries(self.entries))
+        except OSError:
+            tmp.unlink(missing_ok=True)
+            raise
         os.replace(tmp, self.path)
+        self._unsaved = False
         self._dirty = True
 
     def flush(self) -> None:
+        if self._unsaved:
+            self._rewrite()  # ENOSPC again: the flush fails and the recovery point waits
         if not self._dirty:
             return
         with contextlib.suppress(FileNotFoundError):
@@ -152,3 +183,4 @@ class TransactionIndex:
     def delete(self) -> None:
         self.path.unlink(missing_ok=True)
         self.entries = []
+        self._unsaved = False

@@ -34,6 +34,7 @@ from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from kazoo.protocol.states import ZnodeStat
 
+from samsa.clock import wall_clock_ms
 from samsa.metadata.model import BrokerInfo, Endpoint
 
 log = logging.getLogger(__name__)
@@ -88,7 +89,7 @@ def _dump(value: Any) -> bytes:
 
 
 def _now_ms() -> str:
-    return str(int(time.time() * 1000))
+    return str(wall_clock_ms())
 
 
 @dataclass(frozen=True)

@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-import time
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from samsa.clock import monotonic_ms, wall_clock_ms
 from samsa.config import LogConfig
 from samsa.log import LogManager, OffsetOutOfRangeError
 from samsa.log.producer_state import AppendOrigin, ProducerStateEntry
@@ -134,7 +134,7 @@ class ReplicaManager:
         self.waiters = DataWaiters()
         # Replication stage timings; the broker sets their sink (prometheus histograms).
         self.stages = StageClock()
-        self.now_ms = now_ms or (lambda: int(time.time() * 1000))
+        self.now_ms = now_ms or wall_clock_ms
         self.controller_epoch = -1
         # Brokers the controller named as leaders (host, port), before UpdateMetadata arrives.
         self.known_brokers: dict[int, tuple[str, int]] = {}
@@ -174,7 +174,8 @@ class ReplicaManager:
                 plog,
                 self.broker_id,
                 self._on_data,
-                self.now_ms,
+                # ISR lag is an interval: a step of the wall clock must not shrink the ISR.
+                monotonic_ms,
                 self.alter_isr,
                 self._checkpointed_hw.get((tp.topic, tp.partition)),
                 self.stages,

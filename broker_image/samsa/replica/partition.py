@@ -121,6 +121,7 @@ class Partition:
         self._high_watermark = -1
         self.high_watermark = max(min(start, log.log_end_offset), log.log_start_offset)
         self._on_data = on_data
+        # Milliseconds for the followers' lag (last caught up, last fetch): a monotonic clock.
         self._now_ms = now_ms
         self._alter_isr = alter_isr
         self._ack_waiters: list[_AckWaiter] = []

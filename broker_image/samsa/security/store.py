@@ -27,12 +27,12 @@ import asyncio
 import json
 import os
 import re
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import quote, unquote
 
+from samsa.clock import wall_clock_ms
 from samsa.protocol.scram import ScramCredential, format_credential, parse_credential
 
 USERS = "/config/users"
@@ -152,7 +152,7 @@ class ZkSecurityStore:
     async def _purge(self, root: str) -> None:
         """Delete notifications older than Kafka's expiry; every broker may try, the first
         one wins."""
-        cutoff = time.time() * 1000 - ACL_CHANGE_EXPIRY_MS
+        cutoff = wall_clock_ms() - ACL_CHANGE_EXPIRY_MS
         for child in await self.zk.children(root):
             stat = await self.zk.exists(f"{root}/{child}")
             if stat is not None and stat.ctime < cutoff:

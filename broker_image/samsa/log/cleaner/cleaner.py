@@ -38,6 +38,7 @@ from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from samsa.clock import wall_clock_ms
 from samsa.log.cleaner.manager import LogToClean, segments_overlapping
 from samsa.log.cleaner.offset_map import OffsetMap
 from samsa.log.log import Log
@@ -273,7 +274,7 @@ class Cleaner:
         *,
         io_buffer_size: int = 512 * 1024,
         active_producers: ActiveProducers | None = None,
-        now_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
+        now_ms: Callable[[], int] = wall_clock_ms,
         crash_hook: CrashHook = _no_crash,
     ) -> None:
         self.offset_map = offset_map

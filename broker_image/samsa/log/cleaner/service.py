@@ -37,6 +37,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from samsa.clock import wall_clock_ms
 from samsa.log.cleaner.cleaner import (
     ActiveProducers,
     Cleaner,
@@ -48,7 +49,7 @@ from samsa.log.cleaner.cleaner import (
 )
 from samsa.log.cleaner.manager import LogCleanerManager, LogToClean, StableOffset
 from samsa.log.cleaner.offset_map import OffsetMap
-from samsa.log.log import wall_clock_ms
+from samsa.log.errors import out_of_space
 from samsa.log.manager import LogManager
 from samsa.log.swap import CrashHook
 from samsa.protocol.records import CorruptRecordError
@@ -201,6 +202,12 @@ class LogCleaner:
         if isinstance(error, LogCleaningAbortedError):
             self.totals.aborted += 1
             log.info("cleaning of %s-%d aborted: %s", tp[0], tp[1], error)
+            return False
+        if isinstance(error, OSError) and out_of_space(error):
+            # Kafka takes the log directory offline here; Samsa waits for room: the clean
+            # left nothing behind and is tried again after log.cleaner.backoff.ms.
+            self.totals.failed += 1
+            log.warning("cleaning %s-%d stopped: %s; tried again later", tp[0], tp[1], error)
             return False
         if error is not None:
             self.totals.failed += 1

@@ -1,0 +1,60 @@
+"""A clock step on a real 3-broker cluster (the brokers' clock offset file, read through
+SAMSA_CLOCK_OFFSET_FILE, moves an hour back): a follower that stops fetching still leaves the
+ISR after replica.lag.time.max.ms, because replica lag is measured on monotonic time. Measured
+on the wall clock, as before, the lag came out negative for an hour and acks=all producers
+waited on the paused follower all that time."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+
+import pytest
+from cluster_support import (
+    ClusterFactory,
+    LoadProducer,
+    admin,
+    check_exactly_once,
+    consume_all,
+    isr,
+    leader,
+    wait_until,
+)
+from confluent_kafka.admin import NewTopic
+
+from samsa import clock
+
+HOUR_MS = 3_600_000
+FOLLOWER = 2
+
+
+def test_a_step_back_does_not_keep_a_stalled_follower_in_the_isr(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, start_cluster: ClusterFactory
+) -> None:
+    offset_file = tmp_path / "clock-offset-ms"
+    offset_file.write_text("0")
+    monkeypatch.setenv(clock.ENV_VAR, str(offset_file))  # the broker processes inherit it
+    # A long session: the paused follower must leave the ISR by its lag alone, not because
+    # ZooKeeper expired it.
+    cluster = start_cluster(3, min_insync_replicas=2, zookeeper_session_timeout_ms=30_000)
+    topic = "clock-lag"
+    a = admin(cluster)
+    a.create_topics([NewTopic(topic, 1, replica_assignment=[[0, 1, FOLLOWER]])])[topic].result(30)
+    wait_until(lambda: isr(cluster, topic, 0) == [0, 1, FOLLOWER], 30, what="a full ISR")
+    assert leader(cluster, topic, 0) == 0
+
+    load = LoadProducer(cluster, topic).start()
+    wait_until(lambda: load.oracle.count() > 200, 60, what="acks=all load")
+    offset_file.write_text(str(-HOUR_MS))
+    wait_until(lambda: load.oracle.count() > 400, 60, what="load after the step")
+    cluster.signal_broker(FOLLOWER, signal.SIGSTOP)
+    try:
+        wait_until(lambda: isr(cluster, topic, 0) == [0, 1], 30, what="the paused follower out")
+        mark = load.oracle.count()
+        wait_until(lambda: load.oracle.count() > mark + 200, 60, what="acks=all without it")
+    finally:
+        cluster.signal_broker(FOLLOWER, signal.SIGCONT)
+    wait_until(lambda: isr(cluster, topic, 0) == [0, 1, FOLLOWER], 60, what="it to rejoin")
+    oracle = load.stop()
+    assert not oracle.errors, oracle.errors[:5]
+    check_exactly_once(oracle, consume_all(cluster, topic, 1))
