@@ -36,6 +36,14 @@ DELAY_IN, DELAY_OUT = "dly0", "dly1"
 DELAYER = Path(__file__).with_name("netdelay.py")
 
 
+def broker_node(broker_id: int) -> str:
+    """The node name of a broker: "b0", "b1", ...; ZooKeeper's is "zk"."""
+    return f"b{broker_id}"
+
+
+ZOOKEEPER_NODE = "zk"
+
+
 class NetnsUnavailable(RuntimeError):
     """Namespaces cannot be made here (no root, no CAP_NET_ADMIN, no iproute2)."""
 
@@ -332,6 +340,33 @@ class Netns:
             _ip("-n", ns, "rule", "add", "pref", str(LOCAL_PREF), "table", "local")
             _ip("-n", ns, "rule", "del", "pref", "0", "table", "local")
             self._addresses[node] = address
+        self._pin_neighbours()
+
+    def _pin_neighbours(self) -> None:
+        """Permanent ARP entries between all nodes and the bridge: a node answers no ARP
+        request from a source it drops (the request's route lookup hits the cut), so without
+        them a cut node would soon get EHOSTUNREACH instead of silence."""
+        macs = {node: self._mac(self.namespace(node), NODE_LINK) for node in self._nodes}
+        macs["root"] = self._mac(None, self.bridge)
+        addresses = {**self._addresses, "root": self.gateway}
+        for node in self._nodes:
+            for other, mac in macs.items():
+                if other != node:
+                    _ip(
+                        *("-n", self.namespace(node), "neigh", "replace", addresses[other]),
+                        *("lladdr", mac, "dev", NODE_LINK, "nud", "permanent"),
+                    )
+        for node in self._nodes:
+            _ip(
+                *("neigh", "replace", self._addresses[node], "lladdr", macs[node]),
+                *("dev", self.bridge, "nud", "permanent"),
+            )
+
+    @staticmethod
+    def _mac(namespace: str | None, link: str) -> str:
+        where = ["-n", namespace] if namespace else []
+        out = _ip(*where, "-o", "link", "show", link).stdout
+        return out.split("link/ether", 1)[1].split()[0]
 
     def close(self) -> None:
         """Heal, kill what still runs in the namespaces, and remove them and the bridge."""

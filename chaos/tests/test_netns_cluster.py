@@ -1,0 +1,166 @@
+"""A real 3-broker cluster in network namespaces under partitions, a one-way cut and added
+latency, with an idempotent acks=all producer in the root namespace: leadership moves away
+from a cut-off leader, acknowledgements keep coming, and nothing acknowledged is missing when
+the partition is read back after healing."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from chaos.netns import Netns, broker_node
+from chaos.netns_cluster import NetnsCluster
+from chaos.tests.netns_support import LoadProducer, create_topic, read_partition, wait_for
+from chaos.tests.test_netns import require_netns
+
+pytestmark = pytest.mark.slow
+
+# Generous: two busy cores shared by several engineers' clusters.
+ELECTION_WAIT = 90.0
+REJOIN_WAIT = 120.0
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[NetnsCluster]:
+    require_netns()
+    with Netns(["zk", "b0", "b1", "b2"]) as net, NetnsCluster(net, tmp_path) as c:
+        yield c
+
+
+def leader_and_isr(cluster: NetnsCluster, topic: str) -> tuple[int, list[int]]:
+    state = cluster.partition_state(topic, 0)
+    isr = state["isr"]
+    assert isinstance(isr, list)
+    return int(str(state["leader"])), sorted(int(b) for b in isr)
+
+
+def wait_full_isr(cluster: NetnsCluster, topic: str, timeout: float) -> int:
+    def probe() -> int | None:
+        leader, isr = leader_and_isr(cluster, topic)
+        return leader + 1 if isr == cluster.brokers and leader >= 0 else None
+
+    return wait_for(f"{topic}: every broker in the ISR", probe, timeout) - 1
+
+
+def check_nothing_acknowledged_lost(cluster: NetnsCluster, topic: str, load: LoadProducer):
+    records = read_partition(cluster.bootstrap_servers, topic)
+    values = [v for _, v in records]
+    acked = {a.value for a in load.acks}
+    missing = acked - set(values)
+    assert not missing, f"{len(missing)} acknowledged records lost, e.g. {sorted(missing)[:5]}"
+    assert len(values) == len(set(values)), "duplicates from an idempotent producer"
+    # Each record sits at the offset its acknowledgement named.
+    at = dict(records)
+    moved = [a for a in load.acks if at.get(a.offset) != a.value]
+    assert not moved, f"{len(moved)} acknowledged records not at their offsets"
+    # The producer's own order is kept.
+    numbers = [int(v[1:]) for v in values]
+    assert numbers == sorted(numbers), "records reordered"
+
+
+def test_a_leader_cut_off_from_brokers_and_zookeeper_loses_leadership_and_loses_nothing(
+    cluster: NetnsCluster,
+):
+    topic = "cut-leader"
+    create_topic(cluster.bootstrap_servers, topic, {"min.insync.replicas": "2"})
+    old = wait_full_isr(cluster, topic, 60)
+    old_epoch = int(str(cluster.partition_state(topic, 0)["leader_epoch"]))
+    load = LoadProducer(cluster.bootstrap_servers, topic)
+    try:
+        wait_for("first acknowledgements", lambda: load.acked() >= 200, 60)
+        others = [broker_node(b) for b in cluster.brokers if b != old]
+        cut_at = time.monotonic()
+        cluster.network.partition([broker_node(old)], [*others, "zk"])
+
+        def new_leader() -> int | None:
+            state = cluster.partition_state(topic, 0)
+            leader = int(str(state["leader"]))
+            fresh = int(str(state["leader_epoch"])) > old_epoch
+            return leader + 1 if fresh and leader not in (old, -1) else None
+
+        leader = wait_for("a new leader", new_leader, ELECTION_WAIT) - 1
+        elected_at = time.monotonic()
+
+        # Acknowledgements keep coming, from the new leader, within a bounded wait.
+        wait_for("acks after the cut", lambda: len(load.acks_since(elected_at)) >= 200, 120)
+        first_ack = min(a.acked for a in load.acks_since(cut_at))
+        print(
+            f"\nleader {old} cut off: new leader {leader} after {elected_at - cut_at:.1f} s, "
+            f"first acknowledgement after the cut at {first_ack - cut_at:.1f} s"
+        )
+
+        cluster.network.heal()
+        healed_at = time.monotonic()
+        wait_full_isr(cluster, topic, REJOIN_WAIT)
+        print(f"broker {old} back in the ISR {time.monotonic() - healed_at:.1f} s after healing")
+    finally:
+        cluster.network.heal()
+        load.stop()
+    assert not load.errors, load.errors[:5]
+    check_nothing_acknowledged_lost(cluster, topic, load)
+
+
+def test_a_follower_cut_one_way_from_the_leader_leaves_the_isr_and_rejoins(
+    cluster: NetnsCluster,
+):
+    topic = "one-way"
+    create_topic(cluster.bootstrap_servers, topic, {"min.insync.replicas": "2"})
+    leader = wait_full_isr(cluster, topic, 60)
+    follower = next(b for b in cluster.brokers if b != leader)
+    load = LoadProducer(cluster.bootstrap_servers, topic)
+    try:
+        wait_for("first acknowledgements", lambda: load.acked() >= 200, 60)
+        cut_at = time.monotonic()
+        # The follower's fetches never reach the leader; the leader's packets still reach it.
+        cluster.network.one_way(broker_node(follower), broker_node(leader))
+
+        def shrunk() -> bool:
+            now_leader, isr = leader_and_isr(cluster, topic)
+            return now_leader == leader and follower not in isr and len(isr) == 2
+
+        wait_for(f"broker {follower} out of the ISR", shrunk, 60)
+        shrunk_at = time.monotonic()
+        # The two brokers left are enough for min.insync.replicas=2: writes go on.
+        wait_for("acks with the ISR shrunk", lambda: len(load.acks_since(shrunk_at)) >= 200, 60)
+        print(f"\nfollower {follower} out of the ISR {shrunk_at - cut_at:.1f} s after the cut")
+        cluster.network.heal()
+        healed_at = time.monotonic()
+        wait_full_isr(cluster, topic, REJOIN_WAIT)
+        print(f"back in the ISR {time.monotonic() - healed_at:.1f} s after healing")
+    finally:
+        cluster.network.heal()
+        load.stop()
+    assert not load.errors, load.errors[:5]
+    check_nothing_acknowledged_lost(cluster, topic, load)
+
+
+def test_latency_on_the_leader_slows_acknowledgements_until_removed(cluster: NetnsCluster):
+    topic = "slow-leader"
+    create_topic(cluster.bootstrap_servers, topic, {"min.insync.replicas": "2"})
+    leader = wait_full_isr(cluster, topic, 60)
+    load = LoadProducer(cluster.bootstrap_servers, topic)
+    try:
+        wait_for("first acknowledgements", lambda: load.acked() >= 200, 60)
+        cluster.network.delay(broker_node(leader), 150, 50)
+        delayed_at = time.monotonic()
+        wait_for("acks under latency", lambda: len(load.acks_since(delayed_at)) >= 100, 120)
+        slowed = load.acks_since(delayed_at)
+        cluster.network.heal()
+        healed_at = time.monotonic()
+        wait_for("acks after healing", lambda: len(load.acks_since(healed_at)) >= 200, 60)
+        after = load.acks_since(healed_at)
+    finally:
+        cluster.network.heal()
+        load.stop()
+    # Every acknowledgement sent while delayed left the leader 150 +- 50 ms late.
+    assert min(a.acked - a.sent for a in slowed) >= 0.1
+    # Latency below the replica lag limit does not cost the ISR anything.
+    assert leader_and_isr(cluster, topic) == (leader, cluster.brokers)
+    median = sorted(a.acked - a.sent for a in slowed)[len(slowed) // 2]
+    median_after = sorted(a.acked - a.sent for a in after)[len(after) // 2]
+    print(f"\nack latency median {median * 1000:.0f} ms delayed, {median_after * 1000:.0f} after")
+    assert not load.errors, load.errors[:5]
+    check_nothing_acknowledged_lost(cluster, topic, load)
