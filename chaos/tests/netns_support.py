@@ -57,10 +57,12 @@ class Ack:
 
 @dataclass
 class LoadProducer:
-    """An idempotent acks=all producer (in its own thread) sending b"v%08d" values."""
+    """An idempotent acks=all producer (in its own thread) sending ``prefix`` + b"%08d"
+    values, numbered from 0."""
 
     bootstrap: str
     topic: str
+    prefix: bytes = b"v"
     settings: dict[str, object] = field(default_factory=dict)
     acks: list[Ack] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
@@ -76,7 +78,6 @@ class LoadProducer:
                 "request.timeout.ms": 10000,
                 "message.timeout.ms": 300000,
                 "topic.metadata.refresh.interval.ms": 5000,
-                "enable.sparse.connections": False,
                 **self.settings,
             }
         )
@@ -103,7 +104,9 @@ class LoadProducer:
             if len(self.producer) < 200:
                 sent = time.monotonic()
                 self.producer.produce(
-                    self.topic, value=b"v%08d" % self.sent, on_delivery=self._callback(sent)
+                    self.topic,
+                    value=self.prefix + b"%08d" % self.sent,
+                    on_delivery=self._callback(sent),
                 )
                 self.sent += 1
             self.producer.poll(0.005)  # also paces the load
@@ -114,8 +117,14 @@ class LoadProducer:
             return len(self.acks)
 
     def acks_since(self, moment: float) -> list[Ack]:
+        """Acknowledgements of records sent at ``moment`` or later."""
         with self._lock:
             return [a for a in self.acks if a.sent >= moment]
+
+    def acked_between(self, start: float, end: float) -> list[Ack]:
+        """Acknowledgements that arrived between ``start`` and ``end``."""
+        with self._lock:
+            return [a for a in self.acks if start <= a.acked < end]
 
     def stop(self) -> None:
         self._stop.set()
