@@ -38,11 +38,17 @@ def wait_for(what: str, probe: Callable[[], T | None], timeout: float) -> T:
     raise AssertionError(f"{what}: not within {timeout:.0f} s (last error: {last!r})")
 
 
-def create_topic(bootstrap: str, topic: str, config: dict[str, str], partitions: int = 1) -> None:
+def create_topic(
+    bootstrap: str, topic: str, config: dict[str, str], replicas: list[int] | None = None
+) -> None:
+    """One partition, three replicas (``replicas`` in that order when given)."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    futures = admin.create_topics(
-        [NewTopic(topic, partitions, 3, config=dict(config))], operation_timeout=30
+    new = (
+        NewTopic(topic, 1, config=dict(config), replica_assignment=[replicas])
+        if replicas
+        else NewTopic(topic, 1, 3, config=dict(config))
     )
+    futures = admin.create_topics([new], operation_timeout=30)
     for future in futures.values():
         future.result(60)
 
@@ -130,6 +136,9 @@ class LoadProducer:
         self._stop.set()
         self._thread.join(330)
         assert not self._thread.is_alive(), "the producer did not flush"
+        # Destroyed now, not at some later collection: a live client would go on
+        # reconnecting to addresses whose namespaces are gone.
+        del self.producer
 
 
 def read_partition(bootstrap: str, topic: str, partition: int = 0) -> list[tuple[int, bytes]]:
