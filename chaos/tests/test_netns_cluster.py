@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Producer
 
 from chaos.netns import Netns, broker_node
 from chaos.netns_cluster import NetnsCluster
@@ -43,6 +44,22 @@ def wait_full_isr(cluster: NetnsCluster, topic: str, timeout: float) -> int:
         return leader + 1 if isr == cluster.brokers and leader >= 0 else None
 
     return wait_for(f"{topic}: every broker in the ISR", probe, timeout) - 1
+
+
+def probe_write(bootstrap: str, topic: str) -> str:
+    """The outcome of one acks=all write without retries: "ok" or the error's name."""
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "acks": "all", "retries": 0, "message.timeout.ms": 30000}
+    )
+    outcome: list[str] = []
+    producer.produce(
+        topic,
+        value=b"probe",
+        on_delivery=lambda err, msg: outcome.append("ok" if err is None else err.name()),
+    )
+    producer.flush(60)
+    assert outcome, "the probe write was not answered"
+    return outcome[0]
 
 
 def check_nothing_acknowledged_lost(
@@ -212,5 +229,49 @@ def test_latency_on_the_leader_slows_acknowledgements_until_removed(cluster: Net
     median = sorted(a.acked - a.sent for a in slowed)[len(slowed) // 2]
     median_after = sorted(a.acked - a.sent for a in after)[len(after) // 2]
     print(f"\nack latency median {median * 1000:.0f} ms delayed, {median_after * 1000:.0f} after")
+    assert not load.errors, load.errors[:5]
+    check_nothing_acknowledged_lost(cluster, topic, [load])
+
+
+def test_a_leader_cut_off_from_the_brokers_only_shrinks_to_itself_and_acks_nothing(
+    cluster: NetnsCluster,
+):
+    """The leader, also the controller, keeps ZooKeeper but loses both followers: it stays
+    the leader and shrinks the ISR to itself; below min.insync.replicas it acknowledges no
+    acks=all write until the followers are back in the ISR after healing."""
+    topic = "cut-followers"
+    controller = cluster.controller()
+    followers = [b for b in cluster.brokers if b != controller]
+    create_topic(
+        cluster.bootstrap_servers, topic, {"min.insync.replicas": "2"}, [controller, *followers]
+    )
+    assert wait_full_isr(cluster, topic, 60) == controller
+    load = LoadProducer(cluster.bootstrap_servers, topic)
+    try:
+        wait_for("first acknowledgements", lambda: load.acked() >= 200, 60)
+        cut_at = time.monotonic()
+        cluster.network.partition([broker_node(controller)], [broker_node(b) for b in followers])
+        wait_for(
+            "the ISR shrunk to the leader",
+            lambda: leader_and_isr(cluster, topic) == (controller, [controller]),
+            60,
+        )
+        shrunk_at = time.monotonic()
+        # A write now is refused at once, as Kafka refuses it: the ISR is below
+        # min.insync.replicas.
+        assert probe_write(cluster.bootstrap(controller), topic) == "NOT_ENOUGH_REPLICAS"
+        healed_at = time.monotonic()
+        cluster.network.heal()
+        early = load.acked_between(shrunk_at, healed_at)
+        wait_full_isr(cluster, topic, REJOIN_WAIT)
+        wait_for("acks after healing", lambda: len(load.acks_since(healed_at)) >= 200, 120)
+        print(
+            f"\nleader {controller} alone: ISR [{controller}] {shrunk_at - cut_at:.1f} s after "
+            f"the cut, whole again {time.monotonic() - healed_at:.1f} s after healing"
+        )
+    finally:
+        cluster.network.heal()
+        load.stop()
+    assert early == [], f"{len(early)} writes acknowledged by a leader alone in its ISR"
     assert not load.errors, load.errors[:5]
     check_nothing_acknowledged_lost(cluster, topic, [load])
