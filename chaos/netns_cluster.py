@@ -100,8 +100,9 @@ def readiness(address: str, timeout: float = 1.0) -> tuple[bool, str]:
 
 class NetnsCluster:
     """ZooKeeper and ``brokers`` broker processes in ``network``'s namespaces (FAST and
-    REPLICATED settings of samsa.testing.cluster, then ``overrides``); a context manager
-    that stops them all on exit."""
+    REPLICATED settings of samsa.testing.cluster, then ``overrides``), their files under
+    ``data_dir``; a context manager that stops them all on exit. It is also the campaign's
+    ``Environment`` (chaos/faults/base.py) for such a cluster."""
 
     def __init__(
         self,
@@ -111,7 +112,7 @@ class NetnsCluster:
         overrides: Mapping[str, str] | None = None,
     ) -> None:
         self.network = network
-        self.data_dir = Path(data_dir)
+        self.root = Path(data_dir)
         self.size = brokers
         self.overrides = {**FAST, **REPLICATED, **(overrides or {})}
         self._zookeeper: subprocess.Popen[bytes] | None = None
@@ -135,14 +136,27 @@ class NetnsCluster:
         return ",".join(self.bootstrap(b) for b in self.brokers)
 
     def broker_dir(self, broker_id: int) -> Path:
-        return self.data_dir / f"broker-{broker_id}"
+        return self.root / f"broker-{broker_id}"
+
+    def data_dir(self, broker: int) -> Path:
+        return self.broker_dir(broker)
+
+    def clock_file(self, broker: int) -> Path:
+        return self.root / f"broker-{broker}.clock"
+
+    @property
+    def timeouts(self) -> Mapping[str, int]:
+        keys = ("zookeeper.session.timeout.ms", "replica.lag.time.max.ms")
+        return {k: int(self.overrides[k]) for k in keys if k in self.overrides}
 
     def log_path(self, broker_id: int) -> Path:
-        return self.data_dir / f"broker-{broker_id}.log"
+        return self.root / f"broker-{broker_id}.log"
 
     # ------------------------------------------------------------------ processes
 
-    def _spawn(self, node: str, argv: list[str], log: Path) -> subprocess.Popen[bytes]:
+    def _spawn(
+        self, node: str, argv: list[str], log: Path, env: Mapping[str, str] | None = None
+    ) -> subprocess.Popen[bytes]:
         with log.open("ab") as out:
             return subprocess.Popen(
                 self.network.wrap(node, argv),
@@ -150,10 +164,11 @@ class NetnsCluster:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
+                env={**os.environ, **(env or {})},
             )
 
     def start_zookeeper(self, timeout: float = 60.0) -> None:
-        zk_dir = self.data_dir / "zookeeper"
+        zk_dir = self.root / "zookeeper"
         zk_dir.mkdir(parents=True, exist_ok=True)
         address = self.network.address("zk")
         argv = zookeeper_argv(zk_dir, address)
@@ -195,7 +210,8 @@ class NetnsCluster:
             self.zookeeper_connect,
             {"offsets.topic.replication.factor": str(min(3, self.size)), **self.overrides},
         )
-        self._brokers[broker_id] = self._spawn(node, argv, self.log_path(broker_id))
+        clock = {"SAMSA_CLOCK_OFFSET_FILE": str(self.clock_file(broker_id))}
+        self._brokers[broker_id] = self._spawn(node, argv, self.log_path(broker_id), clock)
 
     def broker_pid(self, broker_id: int) -> int | None:
         proc = self._brokers.get(broker_id)
@@ -240,7 +256,7 @@ class NetnsCluster:
             time.sleep(0.1)
 
     def start(self, timeout: float = 120.0) -> NetnsCluster:
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.root.mkdir(parents=True, exist_ok=True)
         self.start_zookeeper()
         for b in self.brokers:
             self.start_broker(b)

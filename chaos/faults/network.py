@@ -79,11 +79,10 @@ class ZooKeeperPartition(_NetworkKind):
     def inject(self, env: Environment, rng: random.Random) -> Fault:
         network = self._network(env)
         broker = _pick_broker(env, rng, controller_share=0.5)
+        was_controller = broker == env.controller()
         network.partition([broker_node(broker)], [ZOOKEEPER_NODE])
         return NetworkFault(
-            self.name,
-            network,
-            {"broker": broker, "was_controller": broker == env.controller()},
+            self.name, network, {"broker": broker, "was_controller": was_controller}
         )
 
 
