@@ -5,6 +5,7 @@ undoes all of it; nothing is left behind, even when the body fails."""
 
 from __future__ import annotations
 
+import os
 import queue
 import statistics
 import subprocess
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from chaos.netns import PREFIX, Netns, NetnsUnavailable, unavailable_reason
+from chaos.netns import PREFIX, Netns, NetnsUnavailable, sweep_stale, unavailable_reason
 
 PEER = str(Path(__file__).with_name("tcp_peer.py"))
 PORT = 7000
@@ -243,3 +244,20 @@ def test_unavailable_is_reported_not_crashed(monkeypatch: pytest.MonkeyPatch):
     assert unavailable_reason() is not None
     with pytest.raises(NetnsUnavailable), Netns(["b0"]):
         pass
+
+
+def test_what_a_killed_run_left_is_swept():
+    require_netns()
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    stale = f"{PREFIX}{gone.pid}-fffff-b0"
+    subprocess.run(["ip", "netns", "add", stale], check=True)
+    mine = f"{PREFIX}{os.getpid()}-eeeee-b0"  # this process is alive: left alone
+    subprocess.run(["ip", "netns", "add", mine], check=True)
+    try:
+        assert stale in sweep_stale()
+        names = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+        assert stale not in names and mine in names
+    finally:
+        subprocess.run(["ip", "netns", "del", stale], capture_output=True)
+        subprocess.run(["ip", "netns", "del", mine], capture_output=True)
