@@ -325,3 +325,31 @@ def test_a_seeded_run_of_network_faults_under_load_loses_nothing(cluster: NetnsC
     print("\n" + "\n".join(f"{d} whole again after {s} s" for d, s in done))
     assert not load.errors, load.errors[:5]
     check_nothing_acknowledged_lost(cluster, topic, [load])
+
+
+def test_a_killed_broker_and_a_restarted_zookeeper_come_back_in_their_namespaces(
+    cluster: NetnsCluster,
+):
+    """What the campaign's other kinds do to a namespaced cluster: kill -9 of the leader and
+    a ZooKeeper restart; each process comes back at its node's address."""
+    topic = "restarts"
+    create_topic(cluster.bootstrap_servers, topic, {"min.insync.replicas": "2"})
+    leader = wait_full_isr(cluster, topic, 60)
+    load = LoadProducer(cluster.bootstrap_servers, topic)
+    try:
+        wait_for("first acknowledgements", lambda: load.acked() >= 200, 60)
+        cluster.kill_broker(leader)
+        assert cluster.broker_pid(leader) is None
+        cluster.start_broker(leader)
+        cluster.wait_ready(brokers=[leader])
+        wait_full_isr(cluster, topic, REJOIN_WAIT)
+        old_zookeeper = cluster.zookeeper_pid
+        cluster.restart_zookeeper()
+        assert cluster.zookeeper_pid != old_zookeeper
+        restarted_at = time.monotonic()
+        wait_for("acks after the restarts", lambda: len(load.acks_since(restarted_at)) >= 200, 120)
+        assert cluster.registered_brokers() == cluster.brokers
+    finally:
+        load.stop()
+    assert not load.errors, load.errors[:5]
+    check_nothing_acknowledged_lost(cluster, topic, [load])
