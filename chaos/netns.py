@@ -9,7 +9,8 @@ what a killed one left), so that several tests run at once.
 
 Cuts are policy-routing rules in the receiving namespace: ``from <source> iif eth0 blackhole``,
 so that packets are dropped silently on arrival, as a partition does (senders see timeouts,
-not errors). The local table's rule is moved behind them, or local delivery would win. This
+not errors). The local table's rule is moved behind them, or local delivery would win, and
+neighbour entries are pinned, or the starved ARP would turn silence into EHOSTUNREACH. This
 kernel has no netem: a delay redirects the node's egress (tc ``mirred``) through a veth pair
 to a user-space delayer (chaos/netdelay.py).
 """
