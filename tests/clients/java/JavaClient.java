@@ -594,7 +594,19 @@ public class JavaClient {
             });
             step(out, "elect_preferred", () -> electionResult(get(admin.electLeaders(ElectionType.PREFERRED, Set.of(m1)).partitions())));
             step(out, "elect_again", () -> electionResult(get(admin.electLeaders(ElectionType.PREFERRED, Set.of(m1)).partitions())));
-            step(out, "after_election", () -> partitionsOf(get(admin.describeTopics(List.of(moved)).allTopicNames()).get(moved)));
+            step(out, "after_election", () -> {
+                // As after the reassignment: the election is done at the controller, and
+                // the describe may reach a broker its metadata has not reached yet.
+                await(() -> {
+                    try {
+                        return get(admin.describeTopics(List.of(moved)).allTopicNames()).get(moved)
+                                .partitions().get(1).leader().id() == 0;
+                    } catch (Exception e) {
+                        return false;
+                    }
+                }, "the preferred leader in the metadata");
+                return partitionsOf(get(admin.describeTopics(List.of(moved)).allTopicNames()).get(moved));
+            });
             step(out, "read_moved", () -> {
                 Properties p = consumerProperties(bootstrap);
                 try (KafkaConsumer<String, String> consumer = new KafkaConsumer<>(p)) {
