@@ -98,11 +98,13 @@ def _key(op: dict[str, Any]) -> str:
 
 
 def _fault_at(faults: list[dict[str, Any]], start: float, end: float) -> str:
-    """The kind of the first fault under way (injected, not yet recovered) during [start, end]."""
+    """The kind of the fault under way (injected, not yet recovered) for most of [start, end]."""
+    best, overlap = "none", 0.0
     for f in faults:
-        if f["t_inject"] <= end and f.get("t_recovered", f.get("t_heal", end)) >= start:
-            return str(f["kind"])
-    return "none"
+        shared = min(end, f.get("t_recovered", f.get("t_heal", end))) - max(start, f["t_inject"])
+        if shared > overlap:
+            best, overlap = str(f["kind"]), shared
+    return best
 
 
 def _fault_before(faults: list[dict[str, Any]], t: float) -> str:

@@ -29,9 +29,11 @@ from samsa.local.cluster import pid_alive
 from samsa.local.zookeeper import MAIN_CLASS, free_port, zookeeper_classpath
 from samsa.testing.cluster import FAST, REPLICATED
 
-# Detection in a few seconds, but not so short that two busy cores look like failures.
-SESSION_TIMEOUT_MS = 6000
-REPLICA_LAG_MS = 4000
+# Detection in a few seconds, but not so short that two busy cores look like failures. A pause
+# past replica.lag.time.max.ms must fit within the session, pings (a third of the session
+# apart) included, for a "long pause" to differ from a session expiry.
+SESSION_TIMEOUT_MS = 7000
+REPLICA_LAG_MS = 2500
 OVERRIDES = {
     **FAST,
     **REPLICATED,

@@ -41,8 +41,12 @@ def topics() -> dict[str, dict[str, str]]:
     }
 
 
+def admin_config(bootstrap: str) -> dict[str, Any]:
+    return {"bootstrap.servers": bootstrap, "logger": CLIENT_LOG}
+
+
 def create_topics(bootstrap: str, timeout: float = 60.0) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap, "logger": CLIENT_LOG})
+    admin = AdminClient(admin_config(bootstrap))
     new = [NewTopic(t, PARTITIONS, 3, config=c) for t, c in topics().items()]
     for future in admin.create_topics(new, request_timeout=timeout).values():
         future.result(timeout)
