@@ -1,11 +1,12 @@
 """The independent checker: judges a campaign from its operation logs and the final full read,
 knowing nothing of the broker (it must not import samsa; .importlinter and a test hold it).
 
-Per partition it counts acknowledged records lost, duplicates and reordering within an
+Per partition it counts acknowledged records lost, records the group consumed that the final
+read contradicts, duplicates and reordering within an
 idempotent producer, acknowledged offsets that the final read contradicts, records read that
 were never acknowledged (allowed), acks=1 records lost (allowed, as Kafka documents for leader
 failures), consumer offsets that went backwards after a commit, and the longest gap without a
-successful acks=all write, by the fault under way. Only the first five kinds of figure, and
+successful acks=all write, by the fault under way. Only the first six kinds of figure, and
 offsets going backwards, are violations.
 
 Log lines (JSON, one file per worker, ``final.jsonl`` for the final read, ``nemesis.jsonl``):
@@ -44,6 +45,10 @@ class PartitionFigures:
     unacked_read: int = 0
     acks1_lost: int = 0
     commits: int = 0
+    consumed: int = 0
+    # A record the group consumed (below the high watermark, so committed) that the final read
+    # does not hold at that offset.
+    consumed_diverged: int = 0
     offsets_backwards: int = 0
     longest_gap_s: float = 0.0
 
@@ -53,6 +58,7 @@ class PartitionFigures:
             + self.duplicates
             + self.reordered
             + self.offset_mismatch
+            + self.consumed_diverged
             + self.offsets_backwards
         )
 
@@ -123,6 +129,7 @@ def check(ops: Iterable[dict[str, Any]]) -> Verdict:
     commits: dict[str, list[dict[str, Any]]] = defaultdict(list)
     committed_final: dict[str, int] = {}
     by_member: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    consumed: dict[str, list[dict[str, Any]]] = defaultdict(list)
     faults: list[dict[str, Any]] = []
     compacted: set[str] = set()
     counts: Counter[str] = Counter()
@@ -140,6 +147,8 @@ def check(ops: Iterable[dict[str, Any]]) -> Verdict:
                 committed_final[_key(op)] = int(op["offset"])
         elif kind in ("consume", "assign", "revoke"):
             by_member[op["member"]].append(op)
+            if kind == "consume":
+                consumed[_key(op)].append(op)
         elif kind == "fault":
             faults.append(op)
         elif kind == "compacted":
@@ -214,6 +223,19 @@ def check(ops: Iterable[dict[str, Any]]) -> Verdict:
             if gap >= GAP_FLOOR_S:
                 kind = _fault_at(faults, a, b)
                 gaps[kind] = max(gaps[kind], round(gap, 3))
+
+    for part, reads in consumed.items():
+        fig = verdict.partitions.setdefault(part, PartitionFigures())
+        at = {r["offset"]: r["value"] for r in final.get(part, [])}
+        fig.consumed = len(reads)
+        for r in reads:
+            if part.rsplit("-", 1)[0] not in compacted and at.get(r["offset"]) != r["value"]:
+                fig.consumed_diverged += 1
+                _example(
+                    verdict,
+                    f"{part}: {r['member']} consumed {r['value']} at {r['offset']}, "
+                    f"the final read has {at.get(r['offset'])}",
+                )
 
     for part, ops_ in commits.items():
         fig = verdict.partitions.setdefault(part, PartitionFigures())

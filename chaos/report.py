@@ -20,6 +20,8 @@ FIGURES = [
     ("unacked_read", "read, never acknowledged"),
     ("acks1_lost", "acks=1 lost"),
     ("commits", "commits"),
+    ("consumed", "consumed"),
+    ("consumed_diverged", "consumed, then contradicted"),
     ("offsets_backwards", "offsets backwards"),
 ]
 
@@ -61,8 +63,9 @@ def render(outcome: Outcome) -> str:
         "",
         "## The checker's figures",
         "",
-        "Violations: acknowledged lost, duplicates, reordered, offset differs from ack, offsets "
-        "backwards. Records read that were never acknowledged (the client gave up or never heard "
+        "Violations: acknowledged lost, duplicates, reordered, offset differs from ack, "
+        "consumed then contradicted by the final read, offsets backwards. Records read that "
+        "were never acknowledged (the client gave up or never heard "
         "back) are allowed; so are acks=1 losses, which Kafka documents when a leader fails "
         "before its followers copied the record.",
         "",

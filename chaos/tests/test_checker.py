@@ -177,7 +177,7 @@ def test_a_member_resuming_before_the_last_commit_is_a_violation() -> None:
             "topic": T,
             "partition": 0,
             "offset": offset,
-            "value": "p.0:1",
+            "value": f"p.0:{offset + 1}",
         }
 
     assert check([*history, resumed_at(4)]).ok
@@ -221,3 +221,22 @@ def test_the_checker_shares_no_code_with_the_broker() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_a_consumed_record_that_the_final_read_contradicts_is_a_violation() -> None:
+    def consumed(offset: int, value: str) -> dict[str, Any]:
+        return {
+            "op": "consume",
+            "member": "m",
+            "t": 1.0,
+            "topic": T,
+            "partition": 0,
+            "offset": offset,
+            "value": value,
+        }
+
+    assert check([*clean_history(), consumed(2, "p.0:3")]).ok
+    # Consumed below the high watermark, then truncated away and the offset reused.
+    verdict = check([*clean_history(), consumed(2, "q.0:1")])
+    assert verdict.partitions[f"{T}-0"].consumed_diverged == 1
+    assert not verdict.ok
