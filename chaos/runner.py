@@ -122,10 +122,12 @@ def run(campaign: Campaign) -> Outcome:
     unrecovered = 0
     workers: list[load.Worker] = []
     all_kinds = discover()
-    kinds = [k for k in all_kinds if k.applicable(env)]
-    skipped = [k.name for k in all_kinds if k not in kinds]
+    skipped: list[str] = []
     try:
         env.up()
+        # Asked of the running cluster: a disk fault needs the data directories mounted.
+        kinds = [k for k in all_kinds if k.applicable(env)]
+        skipped = [k.name for k in all_kinds if k not in kinds]
         bootstrap = env.bootstrap_servers
         load.create_topics(bootstrap)
         admin = AdminClient(load.admin_config(bootstrap))
