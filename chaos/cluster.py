@@ -33,7 +33,7 @@ from samsa.testing.cluster import FAST, REPLICATED
 # past replica.lag.time.max.ms must fit within the session, pings (a third of the session
 # apart) included, for a "long pause" to differ from a session expiry.
 SESSION_TIMEOUT_MS = 7000
-REPLICA_LAG_MS = 2500
+REPLICA_LAG_MS = 2000
 OVERRIDES = {
     **FAST,
     **REPLICATED,

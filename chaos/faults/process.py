@@ -145,9 +145,10 @@ KINDS = [
     KillController(),
     # Shorter than replica.lag.time.max.ms: the ISR should not even shrink.
     PauseBroker("pause-short", "replica.lag.time.max.ms", 0.2, 0.6),
-    # Past replica.lag.time.max.ms, short of the ZooKeeper session: out of the ISR, still
-    # registered; a paused leader's followers cannot take over.
-    PauseBroker("pause-long", "replica.lag.time.max.ms", 1.2, 1.4),
+    # Past replica.lag.time.max.ms and the leader's check of it (every half of it), short of
+    # the ZooKeeper session: out of the ISR, still registered; a paused leader's followers
+    # cannot take over.
+    PauseBroker("pause-long", "replica.lag.time.max.ms", 1.6, 1.9),
     # Past the session timeout: ZooKeeper expires the broker's session, the controller moves
     # its leaderships, and the broker wakes up to a session that is gone.
     PauseBroker("zookeeper-session-expiry", "zookeeper.session.timeout.ms", 1.3, 1.6),
