@@ -48,6 +48,8 @@ def main(argv: list[str] | None = None) -> int:
         f"load failures {outcome.load_failures}",
         flush=True,
     )
+    for message, count in list(outcome.broker_errors.items())[:10]:
+        print(f"  broker error x{count}: {message}")
     for example in v.examples[:20]:
         print("  " + example)
     return 0 if outcome.ok else 1

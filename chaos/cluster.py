@@ -40,6 +40,7 @@ OVERRIDES = {
     "zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS),
     "replica.lag.time.max.ms": str(REPLICA_LAG_MS),
     "unclean.leader.election.enable": "false",
+    "log.cleaner.backoff.ms": "1000",
 }
 TMPFS_SIZE = "64m"
 

@@ -35,8 +35,9 @@ def topics() -> dict[str, dict[str, str]]:
         ACKS_ONE: {},
         COMPACTED: {
             "cleanup.policy": "compact",
-            "segment.bytes": "65536",
-            "min.cleanable.dirty.ratio": "0.1",
+            # Small segments and an eager cleaner, so that compaction runs between faults.
+            "segment.bytes": "4096",
+            "min.cleanable.dirty.ratio": "0.01",
         },
     }
 
@@ -123,7 +124,9 @@ class ProducerWorker(Worker):
                 "enable.idempotence": self.idempotent,
                 "linger.ms": 5,
                 "message.timeout.ms": 60000,
-                "request.timeout.ms": 10000,
+                # A leader that froze holds the idempotent producer's in-flight batches until this
+                # runs out, however soon another replica leads.
+                "request.timeout.ms": 5000,
                 "error_cb": on_error,
                 "logger": CLIENT_LOG,
             }

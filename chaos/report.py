@@ -94,6 +94,17 @@ def render(outcome: Outcome) -> str:
         ),
         "",
     ]
+    out += ["## What the brokers logged as errors", ""]
+    if outcome.broker_errors:
+        out += [
+            _table(
+                ["logger and message (digits as N)", "lines"],
+                [[f"`{m}`", str(n)] for m, n in list(outcome.broker_errors.items())[:20]],
+            ),
+            "",
+        ]
+    else:
+        out += ["Nothing at ERROR or above.", ""]
     if v.examples or outcome.load_failures:
         out += ["## Violations and load failures", ""]
         out += [f"- {e}" for e in v.examples + outcome.load_failures]

@@ -9,9 +9,11 @@ import json
 import logging
 import pkgutil
 import random
+import re
 import shutil
 import tempfile
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,7 +27,9 @@ from chaos.cluster import ChaosCluster
 from chaos.faults.base import Fault, FaultKind
 from chaos.report import render
 
-DEFAULT_HOLD_S = (1.0, 4.0)
+# For kinds that do not say how long to hold them (``hold_s``): either side of the ISR's
+# failure detection.
+DEFAULT_HOLD_S = (1.0, 8.0)
 RECOVERY_TIMEOUT_S = 120.0
 
 
@@ -59,6 +63,8 @@ class Outcome:
     unrecovered: int
     load_failures: list[str]
     skipped_kinds: list[str]
+    # What the brokers logged at ERROR or worse, by message (counted, not judged).
+    broker_errors: dict[str, int]
 
     @property
     def ok(self) -> bool:
@@ -209,13 +215,36 @@ def run(campaign: Campaign) -> Outcome:
     failures = [f"{w.name}: {w.failure!r}" for w in workers if w.failure is not None]
     failures += [f"{w.name}: still running" for w in workers if w.is_alive()]
     verdict = check(read_logs(logs))
-    outcome = Outcome(verdict, campaign, time.monotonic() - started, unrecovered, failures, skipped)
+    outcome = Outcome(
+        verdict,
+        campaign,
+        time.monotonic() - started,
+        unrecovered,
+        failures,
+        skipped,
+        broker_errors(workdir / "cluster"),
+    )
     (workdir / "verdict.json").write_text(json.dumps(verdict.to_json(), indent=1))
     if outcome.ok and not campaign.keep and campaign.workdir is None:
         shutil.rmtree(workdir, ignore_errors=True)
     else:
         print(f"logs kept in {workdir}", flush=True)
     return outcome
+
+
+_LOG_LINE = re.compile(r"^\S+ \S+ (ERROR|CRITICAL) (\S+) (.*)$")
+
+
+def broker_errors(cluster_dir: Path) -> dict[str, int]:
+    counts: Counter[str] = Counter()
+    for path in sorted(cluster_dir.glob("broker-*/broker.log")):
+        with path.open(errors="replace") as f:
+            for line in f:
+                match = _LOG_LINE.match(line)
+                if match:
+                    # Numbers (ports, offsets, pids) apart, the same message is the same error.
+                    counts[re.sub(r"\d+", "N", f"{match[2]} {match[3]}")[:160]] += 1
+    return dict(counts.most_common())
 
 
 def write_report(outcome: Outcome, path: Path) -> None:
