@@ -3,6 +3,7 @@ under load, and the checker's verdict: nothing acknowledged lost, duplicated or 
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -10,9 +11,32 @@ import pytest
 from chaos.runner import Campaign, discover, run
 
 
+def test_every_fault_kind_is_found_once_with_what_the_nemesis_needs() -> None:
+    kinds = discover()
+    names = [k.name for k in kinds]
+    assert len(names) == len(set(names))
+    assert {
+        "kill-broker",
+        "kill-controller",
+        "pause-short",
+        "pause-long",
+        "zookeeper-session-expiry",
+        "zookeeper-restart",
+    } <= set(names)
+    for kind in kinds:
+        assert callable(kind.applicable) and callable(kind.inject)
+
+
 @pytest.mark.slow
 def test_a_short_seeded_campaign_loses_duplicates_and_reorders_nothing(tmp_path: Path) -> None:
-    outcome = run(Campaign(faults=20, seed=1919, workdir=tmp_path / "campaign"))
+    workdir = tmp_path / "campaign"
+    outcome = run(Campaign(faults=20, seed=1919, workdir=workdir))
+    # The brokers' tmpfs data directories (as root) are unmounted at the end.
+    with open("/proc/self/mounts") as mounts:
+        assert not [m for m in mounts if str(workdir.resolve()) in m.split()[1]]
+    if os.geteuid() == 0:
+        # Root mounts each data directory as a tmpfs of its own: a disk kind can fill it.
+        assert "disk-full" not in outcome.skipped_kinds
     v = outcome.verdict
     assert sum(v.faults.values()) == 20
     # Each applicable kind at least once (kinds come in seeded rounds).
