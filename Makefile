@@ -16,7 +16,7 @@ help:
 	@echo "make bench   every benchmark: components, then Samsa beside Kafka, NATS and Redis (docs/benchmarks.md)"
 	@echo "make bench-quick  Samsa beside Kafka, NATS and Redis, small and once (a few minutes)"
 	@echo "make chaos   a seeded fault campaign of 300 faults under load, judged by an independent"
-	@echo "             checker; writes docs/reliability.md (about an hour; root adds tmpfs disks)"
+	@echo "             checker; writes docs/reliability.md (half an hour on 2 cores; root adds tmpfs disks)"
 	@echo "make spark-image  the Spark image with samsa_spark (needs Docker)"
 	@echo "make crds    render the CRDs from the operator's models into crds/ and the chart"
 	@echo "make chart   helm lint the operator's chart"
