@@ -8,7 +8,7 @@ import signal
 import sys
 from pathlib import Path
 
-from chaos.runner import Campaign, run, write_report
+from chaos.runner import Campaign, rejudge, run, write_report
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -16,6 +16,9 @@ def main(argv: list[str] | None = None) -> int:
     limit = parser.add_mutually_exclusive_group(required=True)
     limit.add_argument("--faults", type=int, help="how many faults to inject")
     limit.add_argument("--duration", type=float, help="seconds of nemesis")
+    limit.add_argument(
+        "--check", type=Path, metavar="WORKDIR", help="judge a kept campaign's logs again"
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--brokers", type=int, choices=(3, 5), default=3)
     parser.add_argument("--report", type=Path, help="where to write the markdown report")
@@ -26,15 +29,18 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(128 + signum)  # the cluster is torn down by the finally clauses
 
     signal.signal(signal.SIGTERM, terminate)
-    outcome = run(
-        Campaign(
-            faults=args.faults,
-            duration=args.duration,
-            seed=args.seed,
-            brokers=args.brokers,
-            workdir=args.workdir,
+    if args.check is not None:
+        outcome = rejudge(args.check)
+    else:
+        outcome = run(
+            Campaign(
+                faults=args.faults,
+                duration=args.duration,
+                seed=args.seed,
+                brokers=args.brokers,
+                workdir=args.workdir,
+            )
         )
-    )
     if args.report:
         write_report(outcome, args.report)
     v = outcome.verdict

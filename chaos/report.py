@@ -12,6 +12,7 @@ if TYPE_CHECKING:
 FIGURES = [
     ("acked", "acks=all acknowledged"),
     ("acked_acks1", "acks=1 acknowledged"),
+    ("acked_without_offset", "acknowledged without offset"),
     ("read", "read at the end"),
     ("lost", "acknowledged lost"),
     ("duplicates", "duplicates"),
@@ -49,6 +50,14 @@ def render(outcome: Outcome) -> str:
         f"Seed {c.seed}, {sum(v.faults.values())} faults in {outcome.elapsed_s / 60:.1f} minutes; "
         f"verdict {verdict}. Faults not recovered from within the wait: {outcome.unrecovered}.",
         "",
+    ]
+    if outcome.rejudged:
+        out += [
+            "The verdict was given again from the campaign's kept logs "
+            "(`python -m chaos --check WORKDIR`).",
+            "",
+        ]
+    out += [
         "## Faults by kind",
         "",
         _table(["kind", "faults"], [[k, str(n)] for k, n in v.faults.items()]),

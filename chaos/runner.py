@@ -65,6 +65,8 @@ class Outcome:
     skipped_kinds: list[str]
     # What the brokers logged at ERROR or worse, by message (counted, not judged).
     broker_errors: dict[str, int]
+    # Judged again from kept logs (``--check``), not as the campaign ended.
+    rejudged: bool = False
 
     @property
     def ok(self) -> bool:
@@ -245,6 +247,27 @@ def broker_errors(cluster_dir: Path) -> dict[str, int]:
                     # Numbers (ports, offsets, pids) apart, the same message is the same error.
                     counts[re.sub(r"\d+", "N", f"{match[2]} {match[3]}")[:160]] += 1
     return dict(counts.most_common())
+
+
+def rejudge(workdir: Path) -> Outcome:
+    """The checker again over a kept campaign's logs (``python -m chaos --check WORKDIR``): the
+    verdict of a run whose checker has since changed, without running the faults again."""
+    logs = workdir / "logs"
+    ops = read_logs(logs)
+    start = next(o for o in ops if o.get("op") == "campaign")
+    faults = [o for o in ops if o.get("op") == "fault"]
+    end = max((f["t_recovered"] for f in faults), default=start["t"])
+    campaign = Campaign(faults=len(faults), seed=start["seed"], brokers=start["brokers"])
+    return Outcome(
+        check(ops),
+        campaign,
+        end - start["t"],
+        sum(1 for f in faults if not f.get("recovered", True)),
+        [],
+        [],
+        broker_errors(workdir / "cluster"),
+        rejudged=True,
+    )
 
 
 def write_report(outcome: Outcome, path: Path) -> None:

@@ -240,3 +240,29 @@ def test_a_consumed_record_that_the_final_read_contradicts_is_a_violation() -> N
     verdict = check([*clean_history(), consumed(2, "q.0:1")])
     assert verdict.partitions[f"{T}-0"].consumed_diverged == 1
     assert not verdict.ok
+
+
+def test_an_acknowledgement_without_an_offset_needs_only_the_record_found() -> None:
+    # librdkafka's idempotent producer acknowledges a batch whose answer was lost, without an
+    # offset, once a later batch is acknowledged.
+    ops = [*clean_history(), produce("p.0:6", offset=None), final("p.0:6", 5)]
+    verdict = check(ops)
+    assert verdict.ok
+    assert verdict.partitions[f"{T}-0"].acked_without_offset == 1
+    assert not check([*clean_history(), produce("p.0:6", offset=None)]).ok
+
+
+def test_a_compacted_value_acknowledged_without_offset_is_superseded_by_a_later_sequence() -> None:
+    ops = [
+        {"op": "compacted", "topic": "c"},
+        produce("k.0:1", offset=None, topic="c", key="k1"),
+        produce("k.0:2", offset=1, topic="c", key="k1"),
+        final("k.0:2", 1, topic="c", key="k1"),
+    ]
+    assert check(ops).ok
+    # Another producer's later record of the key says nothing of this producer's order.
+    ops[2:] = [
+        produce("j.0:2", offset=1, topic="c", key="k1"),
+        final("j.0:2", 1, topic="c", key="k1"),
+    ]
+    assert check(ops).partitions["c-0"].lost == 1
