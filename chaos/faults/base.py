@@ -89,7 +89,11 @@ class Environment(Protocol):
 
 
 class Fault(Protocol):
-    """One injected fault."""
+    """One injected fault.
+
+    A fault may also carry ``hold_s`` (float): how long the nemesis holds it before healing,
+    for kinds whose meaning is their length (a pause shorter or longer than a timeout);
+    without it the nemesis draws a hold of 1 to 8 s from the campaign's seed."""
 
     kind: str
 

@@ -141,6 +141,10 @@ class BrokerConnection:
                 return await asyncio.shield(future)
         except TimeoutError:
             # The answer may still come, but this stream is now out of step with its caller.
+            # Its future is nobody's any more: closing must not fail it with an exception that
+            # no one will retrieve (asyncio logs each one as an error).
+            self._pending.pop(correlation_id, None)
+            future.cancel()
             self.close()
             raise
         finally:

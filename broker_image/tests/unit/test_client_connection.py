@@ -1,0 +1,38 @@
+"""The broker's own client connection (controller channel, AlterPartition, fetchers) against a
+real TCP peer that never answers: a request that times out leaves nothing behind for asyncio to
+complain about."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+from typing import Any
+
+import pytest
+
+from samsa.client.connection import BrokerConnection
+
+
+async def test_a_request_timing_out_leaves_no_unretrieved_exception() -> None:
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read()  # reads the requests, answers none, until the client goes
+        writer.close()
+
+    server = await asyncio.start_server(silent, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    loop = asyncio.get_running_loop()
+    complaints: list[dict[str, Any]] = []
+    loop.set_exception_handler(lambda _loop, context: complaints.append(context))
+    try:
+        for _ in range(3):
+            conn = await BrokerConnection("127.0.0.1", port).connect()
+            with pytest.raises(TimeoutError):
+                await conn.request(18, 0, {}, timeout_s=0.05)  # ApiVersions v0
+            await conn.aclose()
+            del conn
+        gc.collect()
+    finally:
+        loop.set_exception_handler(None)
+        server.close()
+        await server.wait_closed()
+    assert [c["message"] for c in complaints] == []
