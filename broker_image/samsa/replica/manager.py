@@ -390,9 +390,29 @@ class ReplicaManager:
                 raise KafkaApiError(ErrorCode.invalid_record, str(exc)) from None
             except CorruptRecordError as exc:
                 raise KafkaApiError(ErrorCode.corrupt_message, str(exc)) from None
-            info = partition.append_records_to_leader(
-                records, headers, required_acks, config.min_insync_replicas, origin
-            )
+            try:
+                info = partition.append_records_to_leader(
+                    records, headers, required_acks, config.min_insync_replicas, origin
+                )
+            except OSError:
+                partition.storage_error = True
+                raise
+            except KafkaApiError as exc:
+                if (
+                    partition.storage_error
+                    and exc.code is ErrorCode.out_of_order_sequence_number
+                ):
+                    # The producer's batch before this one was refused for the disk, so this
+                    # one is out of sequence. Kafka would have taken the log offline and
+                    # refused both alike; so does this broker, with the retriable error. An
+                    # idempotent producer told OUT_OF_ORDER_SEQUENCE_NUMBER here bumps its
+                    # epoch, and librdkafka then resends under the new epoch batches of other
+                    # partitions that may already be written: duplicates.
+                    raise KafkaApiError(
+                        ErrorCode.kafka_storage_error, "the disk refused an earlier batch"
+                    ) from None
+                raise
+            partition.storage_error = False
         except KafkaApiError as exc:
             return ProducePartitionResponse(error_code=exc.code.value, error_message=exc.message)
         except OSError as exc:

@@ -132,6 +132,8 @@ class Partition:
         self.stages = stages or StageClock()
         # As leader: when recent batches were appended, for the stage timings.
         self.appended = AppendTimes()
+        # As leader: the last client append failed on the disk, and none has succeeded since.
+        self.storage_error = False
 
     # ------------------------------------------------------------------ offsets
 

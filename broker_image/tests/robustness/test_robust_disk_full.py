@@ -12,8 +12,18 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from disk_support import Ballast, small_tmpfs
-from kafka_support import consume, create_topic, producer, unique, wait_until
+from kafka_support import (
+    Wire,
+    consume,
+    create_topic,
+    produce_request,
+    producer,
+    unique,
+    wait_until,
+)
 
+from samsa.protocol.messages import build, request_type
+from samsa.protocol.records import build_batch
 from samsa.testing import InProcessBroker
 
 CONFIG = {
@@ -24,6 +34,7 @@ CONFIG = {
     "log.retention.check.interval.ms": "200",
 }
 TOPIC = "full"
+STORAGE_ERROR = 56  # KAFKA_STORAGE_ERROR
 
 
 @pytest.fixture
@@ -205,3 +216,56 @@ def test_a_transaction_commit_waits_out_a_full_disk(disk: Path) -> None:
         assert got == committed
     finally:
         b.stop()
+
+
+def test_a_batch_behind_one_the_disk_refused_is_refused_alike(
+    broker: InProcessBroker, disk: Path
+) -> None:
+    """An idempotent producer's two batches in flight while the disk is full: the second is
+    refused with KAFKA_STORAGE_ERROR, as the first, and not with OUT_OF_ORDER_SEQUENCE_NUMBER,
+    on which librdkafka bumps its epoch and resends other partitions' batches that may be
+    written already (a fault campaign found such duplicates). Retried in order once there is
+    room, both are appended once."""
+    create_topic(broker.bootstrap_servers, TOPIC)
+    with Wire(broker.port) as wire:
+        init = wire.request(
+            22,
+            4,
+            build(
+                request_type(22, 4),
+                {
+                    "transactional_id": None,
+                    "transaction_timeout": -1,
+                    "producer_id": -1,
+                    "producer_epoch": -1,
+                },
+            ),
+        )
+        pid, epoch = init.producer_id, init.producer_epoch
+
+        def batch(seq: int, value: bytes) -> bytes:
+            return build_batch(
+                [(None, value, [])], producer_id=pid, producer_epoch=epoch, base_sequence=seq
+            )
+
+        def send(*batches: bytes) -> list[tuple[int, int]]:
+            ids = [
+                wire.send_request(0, 9, produce_request(TOPIC, {0: b}, acks=-1)) for b in batches
+            ]
+            answers = []
+            for correlation_id in ids:
+                (p,) = wire.read_response(0, 9, correlation_id).responses[0].partition_responses
+                answers.append((int(p.error_code.value), p.base_offset))
+            return answers
+
+        values = [b"first", b"x" * 200_000, b"y" * 200_000]
+        assert send(batch(0, values[0])) == [(0, 0)]
+        ballast = Ballast(disk / "ballast")
+        ballast.fill()
+        try:
+            assert send(batch(1, values[1]), batch(2, values[2])) == [(STORAGE_ERROR, -1)] * 2
+        finally:
+            ballast.remove()
+        assert send(batch(1, values[1]), batch(2, values[2])) == [(0, 1), (0, 2)]
+    got = consume(broker.bootstrap_servers, TOPIC)
+    assert [r.value for r in got] == values
