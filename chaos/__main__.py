@@ -23,6 +23,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--brokers", type=int, choices=(3, 5), default=3)
     parser.add_argument("--report", type=Path, help="where to write the markdown report")
     parser.add_argument("--workdir", type=Path, help="cluster data and logs (kept)")
+    parser.add_argument(
+        "--no-network",
+        action="store_true",
+        help="run every node on 127.0.0.1, without network namespaces (and network faults)",
+    )
     args = parser.parse_args(argv)
 
     def terminate(signum: int, frame: object) -> None:
@@ -39,6 +44,7 @@ def main(argv: list[str] | None = None) -> int:
                 seed=args.seed,
                 brokers=args.brokers,
                 workdir=args.workdir,
+                network=not args.no_network,
             )
         )
     if args.report:
