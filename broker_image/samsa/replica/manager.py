@@ -398,10 +398,7 @@ class ReplicaManager:
                 partition.storage_error = True
                 raise
             except KafkaApiError as exc:
-                if (
-                    partition.storage_error
-                    and exc.code is ErrorCode.out_of_order_sequence_number
-                ):
+                if partition.storage_error and exc.code is ErrorCode.out_of_order_sequence_number:
                     # The producer's batch before this one was refused for the disk, so this
                     # one is out of sequence. Kafka would have taken the log offline and
                     # refused both alike; so does this broker, with the retriable error. An
