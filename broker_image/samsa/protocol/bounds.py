@@ -164,7 +164,7 @@ def entity_step(cls: type) -> Step:
     def entity(buf: Any, pos: int, end: int) -> int:
         for step in steps:
             if step.__class__ is int:
-                pos += step  # type: ignore[operator]
+                pos += step
                 if pos > end:
                     raise LengthError("truncated fixed-size fields")
             else:
