@@ -442,11 +442,25 @@ class LogSegment:
             problem = self._load_indexes(mutable=True)
             if problem:
                 self.rebuild_indexes(problem)
+        self._make_indexes_mutable()
+        whole = self._restore_tail_state()
+        # The sanity check cannot bound the active segment's time index before its end is
+        # known: an entry past the end would make every later time entry look out of order.
+        ts, offset = self.time_index.last_entry
+        if self.time_index.entries and offset >= self._next_offset:
+            self.rebuild_indexes(
+                f"{self.time_index.path} names offset {offset} (at time {ts}), beyond the "
+                f"segment's end {self._next_offset}"
+            )
+            self._make_indexes_mutable()
+            whole = self._restore_tail_state()
+        return whole
+
+    def _make_indexes_mutable(self) -> None:
         for index in (self.offset_index, self.time_index):
             index.make_mutable()
             # Recovery rebuilt it in memory: put the preallocated file back in step.
             index.flush(fsync=False)
-        return self._restore_tail_state()
 
     def seal(self) -> None:
         """This segment stops being the active one: final time index entry, trim the
