@@ -1,11 +1,14 @@
-"""Array, string and bytes lengths of a request body checked against the bytes present,
-before kio's native reader sees them.
+"""Array, string and bytes lengths of a request body checked against the bytes present, and
+against the schema's nullability, before kio's native reader sees them.
 
 kio's reader (Rust) reserves room for an array's declared element count before reading any
 element, and an allocation that fails aborts the process: a 17-byte Metadata v12 request
 declaring 2^33 topics brought the whole broker down.  Every element takes at least one byte
 on the wire, so a count larger than the bytes left is a lie, refused here as a malformed
 request (as Kafka's generated readers refuse it) without allocating anything.
+
+A null (length -1) where the schema allows none is refused too, as Kafka's readers refuse it:
+kio would hand the handlers a None where they expect a list or a string.
 
 This walks the body as kio's schema describes it, reading only lengths and skipping
 everything else; what it does not need to understand it leaves to kio.
@@ -79,7 +82,14 @@ def _length(buf: Any, pos: int, end: int, flexible: bool, legacy: struct.Struct)
     return legacy.unpack_from(buf, pos)[0], pos + legacy.size
 
 
-def _primitive(kafka_type: str, flexible: bool) -> Step:
+def _null(pos: int, nullable: bool) -> int:
+    if not nullable:
+        # Kafka's generated readers refuse it too ("non-nullable field was serialized as null").
+        raise LengthError(f"null at byte {pos} for a field that cannot be null")
+    return pos
+
+
+def _primitive(kafka_type: str, flexible: bool, nullable: bool) -> Step:
     size = _FIXED.get(kafka_type)
     if size is not None:
         return lambda buf, pos, end: _need(pos, size, end)
@@ -87,16 +97,16 @@ def _primitive(kafka_type: str, flexible: bool) -> Step:
 
     def sized(buf: Any, pos: int, end: int) -> int:
         n, pos = _length(buf, pos, end, flexible, legacy)
-        return pos if n < 0 else _need(pos, n, end)
+        return _null(pos, nullable) if n < 0 else _need(pos, n, end)
 
     return sized
 
 
-def _array(element: Step, flexible: bool) -> Step:
+def _array(element: Step, flexible: bool, nullable: bool) -> Step:
     def array(buf: Any, pos: int, end: int) -> int:
         n, pos = _length(buf, pos, end, flexible, _I32)
         if n < 0:
-            return pos
+            return _null(pos, nullable)
         if n > end - pos:
             raise LengthError(f"an array of {n} elements declared, {end - pos} bytes present")
         for _ in range(n):
@@ -116,16 +126,19 @@ def _unwrap(tp: Any) -> tuple[Any, bool]:
 
 def _field_step(field: dataclasses.Field[Any], tp: Any, flexible: bool, tagged: bool) -> Step:
     inner, optional = _unwrap(tp)
+    # A tagged field's absence is its null: kio reads what is present without the rule.
+    nullable = optional or tagged
     is_array = typing.get_origin(inner) is tuple
     element_type = typing.get_args(inner)[0] if is_array else inner
-    element_type, _ = _unwrap(element_type)
+    element_type, element_optional = _unwrap(element_type)
     if dataclasses.is_dataclass(element_type):
         step: Step = entity_step(element_type)  # type: ignore[arg-type]
         if optional and not is_array and not tagged:
             step = _nullable_entity(step)
     else:
-        step = _primitive(field.metadata["kafka_type"], flexible)
-    return _array(step, flexible) if is_array else step
+        kafka_type = field.metadata["kafka_type"]
+        step = _primitive(kafka_type, flexible, element_optional or (nullable and not is_array))
+    return _array(step, flexible, nullable) if is_array else step
 
 
 def _nullable_entity(step: Step) -> Step:

@@ -173,3 +173,35 @@ def test_a_count_no_frame_could_hold_closes_only_that_connection(
     name = unique("after")
     create_topic(broker.bootstrap_servers, name)
     assert_serves_clients(broker.bootstrap_servers, name, [])
+
+
+# Found by the fuzzing above, each once an unexpected exception in the broker (logged as an
+# error, the connection dropped without a word): now refused as Kafka refuses them.
+_HEADER_V1 = struct.Struct(">hhih")
+
+REFUSED = {
+    # ListOffsets v1: a null topics array, which the schema does not allow
+    "null-non-nullable-array-in-offsets": _HEADER_V1.pack(2, 1, 7, -1) + struct.pack(">ii", -1, -1),
+    # SyncGroup v0: a null assignments array
+    "null-non-nullable-array-in-a-group": _HEADER_V1.pack(14, 0, 7, -1)
+    + struct.pack(">h", 1)
+    + b"g"
+    + struct.pack(">ih", 1, 1)
+    + b"m"
+    + struct.pack(">i", -1),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REFUSED))
+def test_requests_the_fuzzer_found_close_the_connection_without_an_error(
+    broker: InProcessBroker, caplog: pytest.LogCaptureFixture, case: str
+) -> None:
+    caplog.set_level(logging.INFO, logger="samsa")
+    frame = REFUSED[case]
+    with Wire(broker.port) as bystander, Wire(broker.port) as wire:
+        wire.send(_SIZE.pack(len(frame)) + frame)
+        assert wire.closed_by_peer(), f"{case}: the connection was left open"
+        assert 3 in api_versions_v3(bystander)
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert errors == []
+    assert any("closing connection" in r.getMessage() for r in caplog.records)

@@ -70,3 +70,17 @@ def test_counts_the_frame_can_hold_still_decode() -> None:
     assert [t.name for t in request.topics] == ["a", "bb"]
     with pytest.raises(InvalidRequestError):
         decode_request(3, 12, frame + body[:-4], offset)
+
+
+def test_a_null_where_the_schema_allows_none_is_a_malformed_request() -> None:
+    """kio reads a null array as None whatever the schema says, and handlers iterate it: the
+    fuzzer's ListOffsets with a null topics array raised TypeError in its handler."""
+    frame = _HEADER_V1.pack(2, 1, 7, -1) + struct.pack(">ii", -1, -1)
+    with pytest.raises(InvalidRequestError, match="cannot be null"):
+        decode_request(2, 1, frame, _HEADER_V1.size)
+
+
+def test_a_null_where_the_schema_allows_it_still_decodes() -> None:
+    # Metadata v4's topics are nullable: null asks for every topic.
+    frame = _HEADER_V1.pack(3, 4, 7, -1) + struct.pack(">ib", -1, 1)
+    assert decode_request(3, 4, frame, _HEADER_V1.size).topics is None
