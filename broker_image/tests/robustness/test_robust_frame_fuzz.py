@@ -189,6 +189,14 @@ REFUSED = {
     + struct.pack(">ih", 1, 1)
     + b"m"
     + struct.pack(">i", -1),
+    # Metadata v10: a topic asked for by id with a null name, before v12 allows it; its answer
+    # could not even be written
+    "metadata-by-id-before-v12": _HEADER_V1.pack(3, 10, 7, -1)
+    + b"\x00"  # header tags
+    + b"\x02"  # one topic
+    + bytes(range(1, 17))  # its id
+    + b"\x00\x00"  # null name, no tags
+    + b"\x01\x00\x00\x00",  # auto creation; no cluster or topic operations; no tags
 }
 
 
