@@ -1,7 +1,8 @@
 """The seed corpus: ``python -m fuzz.seeds`` writes it into fuzz/corpus/<target>/.
 
 Requests are built with kio from hypothesis's derandomized strategies for each request type
-(so the same files come out every time), Produce's with real record batches; batches are
+(a rerun changes a few bytes of some: the committed corpus is the reference), Produce's
+with real record batches; batches are
 built by the broker's own encoder with every codec; the recovery seeds are the files of a
 real partition directory (see fuzz.recovery); the SASL seeds are real PLAIN and SCRAM
 client messages.
