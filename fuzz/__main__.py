@@ -9,10 +9,15 @@ report and the input's file left in the working directory.
 from __future__ import annotations
 
 import argparse
+import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
+
+from fuzz.harness import FAST_TMP
 
 # Inputs per target at scale 1: over a million in all.  The decoders are cheap per input,
 # recovery (a partition directory written and opened per input) is not.
@@ -23,19 +28,26 @@ _DONE = re.compile(r"Done (\d+) (?:runs )?in (\d+) second")
 def run_target(target: str, runs: int, timeout: int) -> tuple[int, float, str]:
     """(inputs run, seconds, libFuzzer's output); raises SystemExit on a crash or a hang."""
     started = time.monotonic()
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            f"fuzz.{target}",
-            f"-atheris_runs={runs}",
-            f"-timeout={timeout}",
-            "-rss_limit_mb=2048",
-            "-print_final_stats=1",
-        ],
-        capture_output=True,
-        text=True,
-    )
+    # libFuzzer ends the process without Python's clean-up: the harness's scratch files go
+    # in a directory of this process's, removed here.
+    scratch = tempfile.mkdtemp(prefix=f"samsa-fuzz-{target}-", dir=FAST_TMP)
+    try:
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                f"fuzz.{target}",
+                f"-atheris_runs={runs}",
+                f"-timeout={timeout}",
+                "-rss_limit_mb=2048",
+                "-print_final_stats=1",
+            ],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "TMPDIR": scratch},
+        )
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
     elapsed = time.monotonic() - started
     output = done.stdout + done.stderr
     found = _DONE.search(output)

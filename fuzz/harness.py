@@ -7,12 +7,21 @@ anything else: atheris reports a raised exception as a crash, with the input tha
 
 from __future__ import annotations
 
+import os
 import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 CORPUS = Path(__file__).parent / "corpus"
+# In memory where the machine has it: the recovery harness writes a directory per input.
+FAST_TMP = "/dev/shm" if Path("/dev/shm").is_dir() else None
+
+
+def scratch_dir(prefix: str) -> Path:
+    """A new temporary directory: under $TMPDIR when set (``python -m fuzz`` sets one it
+    removes afterwards), else in memory where the machine allows."""
+    return Path(tempfile.mkdtemp(prefix=prefix, dir=None if "TMPDIR" in os.environ else FAST_TMP))
 
 
 def corpus_dir(target: str) -> Path:
@@ -54,7 +63,6 @@ def main(target: str, one_input: Callable[[bytes], None]) -> None:
 
     argv = list(sys.argv)
     if not any(not arg.startswith("-") for arg in argv[1:]):
-        found = tempfile.mkdtemp(prefix=f"samsa-fuzz-{target}-")
-        argv += [found, str(corpus_dir(target))]
+        argv += [str(scratch_dir(f"samsa-fuzz-{target}-")), str(corpus_dir(target))]
     atheris.Setup(argv, one_input)
     atheris.Fuzz()

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import shutil
-import tempfile
 from pathlib import Path
 
 import atheris
@@ -20,7 +19,7 @@ import atheris
 with atheris.instrument_imports(include=["samsa.protocol"]):
     from samsa.protocol.records import build_batch, decode_records
 
-from fuzz.harness import instrument_modules, main
+from fuzz.harness import instrument_modules, main, scratch_dir
 from samsa.config.topic import LogConfig
 from samsa.log import Log
 from samsa.log.producer_state import AppendOrigin
@@ -79,13 +78,11 @@ def _build(dir: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(dir.iterdir()) if p.is_file()}
 
 
-# In memory where the machine has it: each input writes and opens a whole directory.
-_TMP = "/dev/shm" if Path("/dev/shm").is_dir() else None
-_BUILT = Path(tempfile.mkdtemp(prefix="samsa-fuzz-recovery-", dir=_TMP))
+_BUILT = scratch_dir("samsa-fuzz-recovery-")
 BASE = _build(_BUILT / PARTITION)
 BASE_FILES = sorted(BASE)
 shutil.rmtree(_BUILT)
-_WORK = Path(tempfile.mkdtemp(prefix="samsa-fuzz-recovery-", dir=_TMP))
+_WORK = scratch_dir("samsa-fuzz-recovery-")
 
 
 def seed_input(index: int, clean: bool) -> bytes:

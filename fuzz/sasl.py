@@ -9,9 +9,7 @@ the first token and the second (SCRAM's client-final message).
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Coroutine
-from pathlib import Path
 from typing import Any
 
 import atheris
@@ -21,7 +19,7 @@ with atheris.instrument_imports(include=["samsa.security", "samsa.protocol.scram
     from samsa.security.session import ConnectionSession
     from samsa.security.store import LocalSecurityStore
 
-from fuzz.harness import main
+from fuzz.harness import main, scratch_dir
 from samsa.config import KafkaConfig
 from samsa.protocol.scram import make_credential
 
@@ -42,7 +40,7 @@ def _server() -> SaslServer:
             ),
         }
     )
-    store = LocalSecurityStore(Path(tempfile.mkdtemp(prefix="samsa-fuzz-sasl-")))
+    store = LocalSecurityStore(scratch_dir("samsa-fuzz-sasl-"))
     for mechanism in MECHANISMS[1:]:
         _run(store.set_credential(USER, mechanism, make_credential(mechanism, PASSWORD)))
     return SaslServer(config, store)
