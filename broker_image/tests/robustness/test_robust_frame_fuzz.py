@@ -70,7 +70,7 @@ def seeds() -> list[bytes]:
 
 
 def mutate(rng: random.Random, frame: bytes, others: list[bytes]) -> bytes:
-    """One to four mutations, past the API key and version most of the time (so the frame
+    """One to three mutations, past the API key and version most of the time (so the frame
     still reaches that API's decoder and handler)."""
     out = bytearray(frame)
     floor = 4 if rng.random() < 0.9 else 0
