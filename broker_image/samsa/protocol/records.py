@@ -516,6 +516,14 @@ def decode_records(buf: bytes | bytearray | memoryview) -> list[Record]:
             key, rpos = _get_bytes(body, rpos)
             value, rpos = _get_bytes(body, rpos)
             count, rpos = _get_varint(body, rpos)
+            # A header takes two bytes at least (its key's and its value's lengths): a count
+            # the record cannot hold is refused before a loop over it (Kafka's readHeaders
+            # refuses a negative one; found by fuzz/records.py, a million headers declared).
+            if count < 0 or 2 * count > end - rpos:
+                raise CorruptRecordError(
+                    f"record at offset delta {offset_delta} declares {count} headers in "
+                    f"{end - rpos} bytes"
+                )
             headers: list[tuple[str, bytes | None]] = []
             for _ in range(count):
                 hkey, rpos = _get_bytes(body, rpos)

@@ -20,8 +20,11 @@ from samsa.protocol.records import (
     COMPRESSION_SNAPPY,
     COMPRESSION_ZSTD,
     CorruptRecordError,
+    _put_varint,
+    assemble_batch,
     build_batch,
     compress,
+    decode_records,
     decompress,
     validate_batches,
 )
@@ -73,3 +76,32 @@ def test_a_compacted_topics_key_check_still_reads_ordinary_batches() -> None:
     for codec in CODECS:
         batch = build_batch([(b"k", b"v" * 1000, [])] * 50, compression=codec)
         assert first_keyless_record(batch, validate_batches(batch, 1_000_000)) is None
+
+
+def test_a_record_declaring_more_headers_than_it_holds_is_refused_at_the_count() -> None:
+    """Found by fuzz/records.py (a hang: over ten seconds on one input): 113 bytes of zstd
+    whose one record declares 2^20 headers in a megabyte of section, each read in a loop
+    before the record's end was checked.  The count is refused as it is read."""
+    records = bytearray()
+    record = bytearray(b"\x00\x00\x00\x01")  # attributes, timestamp and offset deltas, null key
+    record += b"\x01"  # null value
+    record += b"\x80\x80\x80\x01"  # 2^20 headers (zigzag varint)
+    record += b"\x01" * (1 << 20)  # a megabyte of null keys
+    _put_varint(records, len(record))
+    records += record
+    batch = assemble_batch(
+        base_offset=0,
+        partition_leader_epoch=-1,
+        attributes=COMPRESSION_ZSTD,
+        last_offset_delta=0,
+        base_timestamp=0,
+        max_timestamp=0,
+        producer_id=-1,
+        producer_epoch=-1,
+        base_sequence=-1,
+        records_count=1,
+        records=compress(COMPRESSION_ZSTD, bytes(records)),
+    )
+    assert len(batch) < 1000
+    with pytest.raises(CorruptRecordError, match="declares 1048576 headers"):
+        decode_records(batch)
