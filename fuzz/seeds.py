@@ -126,8 +126,8 @@ def record_seeds() -> dict[str, bytes]:
         files[f"batch-{i}"] = bytes([FROM_CLIENT]) + batch
         files[f"batch-{i}-crc-fixed"] = bytes([FROM_CLIENT | FIX_CRC]) + batch
     files["two-batches-replicated"] = bytes([FIX_CRC]) + batches[0] + batches[2]
-    # A megabyte of zeros in a few dozen bytes of zstd: mutations grow it towards a bomb.
-    zeros = build_batch([(b"k", bytes(1 << 20), [])], compression=COMPRESSION_ZSTD)
+    # 64 KiB of zeros in a few dozen bytes of zstd: mutations grow it towards a bomb.
+    zeros = build_batch([(b"k", bytes(1 << 16), [])], compression=COMPRESSION_ZSTD)
     files["zstd-zeros-crc-fixed"] = bytes([FROM_CLIENT | FIX_CRC]) + zeros
     return files
 
