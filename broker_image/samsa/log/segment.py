@@ -597,6 +597,13 @@ class LogSegment:
         next_offset = self.base_offset
         end = position
         for pos, h, _ in self._scan(position, self._size, _SCAN_CHUNK):
+            # Offsets the segment cannot hold (behind it, or past what an index's 32-bit
+            # relative offset reaches) end the trusted part: recovery cuts the file there.
+            last = h.base_offset + h.last_offset_delta
+            if h.last_offset_delta < 0 or h.base_offset < next_offset:
+                break
+            if last - self.base_offset > INT32_MAX:
+                break
             if h.max_timestamp > max_ts:
                 max_ts, offset_of_max = h.max_timestamp, h.base_offset + h.last_offset_delta
             next_offset = h.base_offset + h.last_offset_delta + 1
