@@ -4,7 +4,7 @@ UV ?= uv
 PYTEST ?= $(UV) run pytest
 export UV_LINK_MODE ?= copy
 
-.PHONY: setup setup-apt setup-python tools k8s jars programs test test-fast lint format demo bench bench-quick docs \
+.PHONY: setup setup-apt setup-python tools k8s jars programs test test-fast lint format demo bench bench-quick docs fuzz \
 	spark-image crds chart images e2e chaos clean help
 
 help:
@@ -13,6 +13,7 @@ help:
 	@echo "make test    lint, then every test (slow fault tests included)"
 	@echo "make lint    ruff, mypy, import-linter contracts"
 	@echo "make demo    a local broker, a topic, records produced and consumed"
+	@echo "make fuzz    every atheris harness (fuzz/), over a million inputs, no crash, no hang"
 	@echo "make bench   every benchmark: components, then Samsa beside Kafka, NATS and Redis (docs/benchmarks.md)"
 	@echo "make bench-quick  Samsa beside Kafka, NATS and Redis, small and once (a few minutes)"
 	@echo "make chaos   a seeded fault campaign of 300 faults under load, judged by an independent"
@@ -74,7 +75,7 @@ lint:
 	$(UV) run ruff check .
 	$(UV) run ruff format --check .
 	$(UV) run mypy broker_image/samsa operator/samsa_operator spark-on-k8s/samsa_spark \
-		spark-on-k8s/pyspark_samsa bench chaos
+		spark-on-k8s/pyspark_samsa bench chaos fuzz
 	$(UV) run lint-imports
 
 format:
@@ -89,6 +90,10 @@ test-fast:
 
 demo:
 	$(UV) run python examples/demo.py
+
+# Coverage-guided fuzzing of the broker's pure parts: per-target counts, total and wall time.
+fuzz:
+	$(UV) run python -m fuzz
 
 # The full run (3 repetitions, about 20 minutes) rewrites docs/benchmarks.md and its plots.
 bench:

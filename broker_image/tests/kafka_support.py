@@ -17,6 +17,7 @@ import socket
 import struct
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -482,6 +483,65 @@ def assert_serves_clients(bootstrap: str, topic: str, before: Sequence[bytes]) -
     records = consume(bootstrap, topic, 0, 0)
     assert_contiguous(records)
     assert [r.value for r in records] == [*before, *fresh]
+
+
+class ServedClients:
+    """Real clients kept busy on one topic while something else happens: a producer sending
+    one record at a time, each acknowledged before the next, and (with ``read``) a consumer
+    reading the partition from offset 0.  How many records were delivered and read so far,
+    the offsets read, and any error either client saw."""
+
+    def __init__(self, bootstrap: str, topic: str, read: bool = False) -> None:
+        self.bootstrap, self.topic = bootstrap, topic
+        self.delivered = 0
+        self.delivered_offsets: list[int] = []
+        self.read_offsets: list[int] = []
+        self.errors: list[Any] = []
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=self._produce, daemon=True)]
+        if read:
+            self._threads.append(threading.Thread(target=self._consume, daemon=True))
+        for thread in self._threads:
+            thread.start()
+
+    @property
+    def read(self) -> int:
+        return len(self.read_offsets)
+
+    def _produce(self) -> None:
+        client = Producer({"bootstrap.servers": self.bootstrap, "linger.ms": 0})
+
+        def report(err: Any, msg: Any) -> None:
+            if err is None:
+                self.delivered += 1
+                self.delivered_offsets.append(msg.offset())
+            else:
+                self.errors.append(err)
+
+        while not self._stop.is_set():
+            client.produce(self.topic, b"still served", on_delivery=report)
+            client.flush(30)
+
+    def _consume(self) -> None:
+        client = consumer(self.bootstrap)
+        try:
+            client.assign([TopicPartition(self.topic, 0, 0)])
+            while not self._stop.is_set():
+                msg = client.poll(0.2)
+                if msg is None:
+                    continue
+                if msg.error() is not None:
+                    if msg.error().code() != KafkaError._PARTITION_EOF:
+                        self.errors.append(msg.error())
+                    continue
+                self.read_offsets.append(msg.offset())
+        finally:
+            client.close()
+
+    def stop(self) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(60)
 
 
 def wait_until(

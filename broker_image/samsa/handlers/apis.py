@@ -13,6 +13,7 @@ from samsa.handlers.context import BrokerServices, ClientConnection, RequestCont
 from samsa.protocol.errors import CloseConnection
 from samsa.protocol.messages import (
     InvalidRequestError,
+    RequestHeader,
     build,
     decode_request,
     encode_response,
@@ -46,6 +47,18 @@ class Api:
     notes: str = ""
     # A hand-written request reader (version, frame, offset) -> request, where kio's is too slow.
     decode: Callable[[int, bytes | memoryview, int], Any] | None = None
+
+
+def read_request(api: Api, version: int, frame: bytes | memoryview) -> tuple[RequestHeader, Any]:
+    """The header and body of a request frame for `api` at a version it supports.
+
+    Malformed bytes of any kind raise InvalidRequestError and nothing else (fuzz/requests.py
+    holds every API key and version to that); the dispatcher then closes the connection.
+    """
+    header = parse_request_header(frame, request_is_flexible(api.key, version))
+    if api.decode is not None:
+        return header, api.decode(version, frame, header.size)
+    return header, decode_request(api.key, version, frame, header.size)
 
 
 class KafkaApis:
@@ -107,11 +120,7 @@ class KafkaApis:
             )
             raise CloseConnection
         try:
-            header = parse_request_header(frame, request_is_flexible(key, version))
-            if api.decode is not None:
-                request = api.decode(version, frame, header.size)
-            else:
-                request = decode_request(key, version, frame, header.size)
+            header, request = read_request(api, version, frame)
         except InvalidRequestError as exc:
             log.info(
                 "closing connection from %s: malformed %s v%d: %s",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import uuid
 from typing import Any
 
@@ -15,12 +16,15 @@ from samsa.handlers.authorization import (
 from samsa.handlers.context import BrokerServices, RequestContext
 from samsa.handlers.topic_admin import auto_create_topic
 from samsa.metadata import TopicMetadata, validate_topic_name
-from samsa.protocol.errors import ErrorCode, KafkaApiError
+from samsa.protocol.errors import CloseConnection, ErrorCode, KafkaApiError
 from samsa.security.acl import AclOperation, ResourceType
 
 KEY = 3
 MIN_VERSION, MAX_VERSION = 0, 13
 ZERO_UUID = uuid.UUID(int=0)
+# Topics asked for by id (KIP-516); v10 and v11 carry the field but may not use it.
+FIRST_BY_ID = 12
+log = logging.getLogger(__name__)
 
 
 def _partitions(
@@ -126,6 +130,8 @@ def _handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     cache = services.cache
     listener = ctx.conn.listener
     requested = request.topics
+    if ctx.version < FIRST_BY_ID and requested:
+        _refuse_ids_before_v12(ctx, requested)
 
     def entry(topic: TopicMetadata) -> dict[str, Any]:
         return _topic_entry(services, topic, listener)
@@ -169,6 +175,22 @@ def _handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     if not to_create:
         return _response(services, [e for e in entries if e is not None], listener)
     return _auto_create(services, entries, to_create, listener)
+
+
+def _refuse_ids_before_v12(ctx: RequestContext, requested: Any) -> None:
+    """As Kafka's KafkaApis: a null name or a topic id before v12 is an invalid request.
+    Its answer could not even be written (the response's names cannot be null before v12),
+    so the connection is closed, as for any malformed request."""
+    for item in requested:
+        topic_id = getattr(item, "topic_id", None)
+        if item.name is None or topic_id not in (None, ZERO_UUID):
+            log.info(
+                "closing connection from %s: Metadata v%d names a topic by id (v%d and later)",
+                ctx.conn.peer,
+                ctx.version,
+                FIRST_BY_ID,
+            )
+            raise CloseConnection
 
 
 def _may_create(services: BrokerServices, ctx: RequestContext, name: str) -> bool:

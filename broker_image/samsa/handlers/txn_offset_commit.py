@@ -6,11 +6,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from samsa.coordinator import OffsetCommitPartition
+from samsa.coordinator import GROUP_METADATA_TOPIC_NAME, OffsetCommitPartition
+from samsa.coordinator.store import offset_commit_error
 from samsa.handlers.authorization import group_allowed, topic_allowed, transactional_id_allowed
 from samsa.handlers.context import BrokerServices, RequestContext
 from samsa.handlers.groups import NOT_AVAILABLE, coordinator
+from samsa.handlers.produce import VERIFICATION_ENABLE
 from samsa.handlers.transactions import fenced_for
+from samsa.handlers.txn_verification import needs_verification
 from samsa.metadata import TopicPartition
 from samsa.protocol.errors import ErrorCode
 from samsa.security.acl import AclOperation
@@ -20,6 +23,7 @@ KEY = 28
 MIN_VERSION, MAX_VERSION = 0, 4
 # Kafka sends PRODUCER_FENCED here from v3 (KIP-447's version), INVALID_PRODUCER_EPOCH before.
 FIRST_PRODUCER_FENCED = 3
+FIRST_ABORTABLE = 4
 
 
 async def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> dict[str, Any]:
@@ -49,8 +53,18 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
                     )
                 )
         group_coordinator = coordinator(services)
+        refused = (
+            await _unverified(services, request, group_coordinator.partition_for(request.group_id))
+            if offsets and group_coordinator is not None
+            else None
+        )
         if offsets and group_coordinator is None:
             errors.update({TopicPartition(o.topic, o.partition): NOT_AVAILABLE for o in offsets})
+        elif refused is not None:
+            if refused is ErrorCode.transaction_abortable and ctx.version < FIRST_ABORTABLE:
+                refused = ErrorCode.invalid_txn_state
+            code = fenced_for(ctx.version, FIRST_PRODUCER_FENCED, offset_commit_error(refused))
+            errors.update({TopicPartition(o.topic, o.partition): code for o in offsets})
         elif offsets and group_coordinator is not None:
             committed = await group_coordinator.commit_transactional_offsets(
                 request.group_id,
@@ -83,3 +97,23 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
             for t in request.topics
         ],
     }
+
+
+async def _unverified(services: BrokerServices, request: Any, partition: int) -> ErrorCode | None:
+    """KIP-890 part 1 for offsets, as Kafka's GroupCoordinator.handleTxnCommitOffsets: the
+    transaction's first write to the group's __consumer_offsets partition waits for the
+    transaction coordinator to say that partition was added (AddOffsetsToTxn). Without it
+    any client could leave a transaction there that no marker ever ends (a producer id and
+    epoch of its choosing), holding the partition's stable offset back and its offsets
+    pending for good. The coordinator's refusal, or None when verified or not needed."""
+    if services.verify_transaction is None or not services.dynamic_config()[VERIFICATION_ENABLE]:
+        return None
+    tp = TopicPartition(GROUP_METADATA_TOPIC_NAME, partition)
+    producer_id, producer_epoch = request.producer_id, request.producer_epoch
+    if not needs_verification(services.replica_manager, tp, producer_id, producer_epoch):
+        return None
+    answers = await services.verify_transaction(
+        request.transactional_id, producer_id, producer_epoch, [tp]
+    )
+    code = answers.get(tp, ErrorCode.none)
+    return None if code is ErrorCode.none else code

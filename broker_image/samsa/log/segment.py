@@ -443,6 +443,21 @@ class LogSegment:
             problem = self._load_indexes(mutable=True)
             if problem:
                 self.rebuild_indexes(problem)
+        self._make_indexes_mutable()
+        whole = self._restore_tail_state()
+        # The sanity check cannot bound the active segment's time index before its end is
+        # known: an entry past the end would make every later time entry look out of order.
+        ts, offset = self.time_index.last_entry
+        if self.time_index.entries and offset >= self._next_offset:
+            self.rebuild_indexes(
+                f"{self.time_index.path} names offset {offset} (at time {ts}), beyond the "
+                f"segment's end {self._next_offset}"
+            )
+            self._make_indexes_mutable()
+            whole = self._restore_tail_state()
+        return whole
+
+    def _make_indexes_mutable(self) -> None:
         for index in (self.offset_index, self.time_index):
             index.make_mutable()
             # Recovery rebuilt it in memory: put the preallocated file back in step.
@@ -454,7 +469,6 @@ class LogSegment:
                 if not out_of_space(exc):
                     raise
                 log.warning("%s: no space to write; written on the next flush", index.path)
-        return self._restore_tail_state()
 
     def seal(self) -> None:
         """This segment stops being the active one: final time index entry, trim the
@@ -591,6 +605,13 @@ class LogSegment:
         next_offset = self.base_offset
         end = position
         for pos, h, _ in self._scan(position, self._size, _SCAN_CHUNK):
+            # Offsets the segment cannot hold (behind it, or past what an index's 32-bit
+            # relative offset reaches) end the trusted part: recovery cuts the file there.
+            last = h.base_offset + h.last_offset_delta
+            if h.last_offset_delta < 0 or h.base_offset < next_offset:
+                break
+            if last - self.base_offset > INT32_MAX:
+                break
             if h.max_timestamp > max_ts:
                 max_ts, offset_of_max = h.max_timestamp, h.base_offset + h.last_offset_delta
             next_offset = h.base_offset + h.last_offset_delta + 1

@@ -70,7 +70,9 @@ class TopicMetadata:
 
     @property
     def replication_factor(self) -> int:
-        return len(self.assignment[0]) if self.assignment else 0
+        # The lowest partition's, not partition 0's: an UpdateMetadata (which Kafka, too,
+        # takes from any client when no authorizer asks for CLUSTER_ACTION) may name others only.
+        return len(self.assignment[min(self.assignment)]) if self.assignment else 0
 
 
 @dataclass(frozen=True)

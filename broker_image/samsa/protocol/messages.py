@@ -17,6 +17,7 @@ from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 
 from samsa.protocol import controller_apis
+from samsa.protocol.bounds import check_lengths
 
 _HEADER = struct.Struct(">hhih")
 _SIZE = struct.Struct(">i")
@@ -132,6 +133,9 @@ def decode_request(api_key: int, version: int, frame: bytes | memoryview, offset
     if isinstance(frame, memoryview) and not frame.readonly:
         frame = frame.toreadonly()
     try:
+        # kio's native reader reserves an array's declared count before reading it: a count
+        # no frame could hold must be refused first (an allocation failure aborts the broker).
+        check_lengths(cls, frame, offset)
         # Bytes after the body are ignored, as Kafka ignores them (librdkafka sends some).
         value, _size = _reader(cls)(frame, offset)
     except InvalidRequestError:

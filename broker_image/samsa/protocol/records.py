@@ -9,7 +9,7 @@ rare ListOffsets lookup, never for produce or fetch.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -266,6 +266,13 @@ class Record:
 
 RecordInput = tuple[bytes | None, bytes | None, Sequence[tuple[str, bytes | None]]]
 
+# Kafka reads a compressed batch's records through a streaming decompressor, one at a time;
+# the broker decompresses a whole records section (for a compacted topic's key check, the
+# cleaner, transaction markers), so its size is bounded: 1 MB of zstd can hold 30 GB of
+# zeros, and decompressing that at once exhausts the machine. No producer's batch comes near.
+MAX_DECOMPRESSED_SIZE = 256 * 1024 * 1024
+_FIRST_OUTPUT_GUESS = 64 * 1024
+
 _XERIAL_MAGIC = b"\x82SNAPPY\x00"
 _XERIAL_HEADER = _XERIAL_MAGIC + struct.pack(">ii", 1, 1)
 _XERIAL_BLOCK = 32 * 1024
@@ -342,31 +349,64 @@ def compress(codec: int, data: bytes) -> bytes:
     raise ValueError(f"unknown compression codec {codec}")
 
 
-def decompress(codec: int, data: bytes) -> bytes:
-    """Inverse of `compress`; snappy accepts both xerial framing and a raw block."""
+def decompress(codec: int, data: bytes, limit: int = MAX_DECOMPRESSED_SIZE) -> bytes:
+    """Inverse of `compress`; snappy accepts both xerial framing and a raw block.
+
+    A records section that would decompress to more than `limit` bytes is refused
+    (CorruptRecordError) before that memory is taken.
+    """
     if codec == COMPRESSION_NONE:
         return data
     try:
         if codec == COMPRESSION_GZIP:
-            return bytes(cramjam.gzip.decompress(data))
+            return _bounded(cramjam.gzip.decompress_into, data, limit)
         if codec == COMPRESSION_SNAPPY:
             if not data.startswith(_XERIAL_MAGIC):
-                return bytes(cramjam.snappy.decompress_raw(data))
+                return _snappy_block(data, limit)
             out = bytearray()
             pos = len(_XERIAL_HEADER)
             while pos < len(data):
                 (length,) = _I32.unpack_from(data, pos)
                 pos += 4
-                out += bytes(cramjam.snappy.decompress_raw(data[pos : pos + length]))
+                out += _snappy_block(data[pos : pos + length], limit - len(out))
                 pos += length
             return bytes(out)
         if codec == COMPRESSION_LZ4:
-            return bytes(cramjam.lz4.decompress(data))
+            return _bounded(cramjam.lz4.decompress_into, data, limit)
         if codec == COMPRESSION_ZSTD:
-            return bytes(cramjam.zstd.decompress(data))
+            return _bounded(cramjam.zstd.decompress_into, data, limit)
     except (cramjam.DecompressionError, struct.error) as exc:
         raise CorruptRecordError(f"cannot decompress {COMPRESSION_NAMES[codec]}: {exc}") from exc
     raise CorruptRecordError(f"unknown compression codec {codec}")
+
+
+def _too_large(limit: int) -> CorruptRecordError:
+    return CorruptRecordError(f"a records section decompresses to more than {limit} bytes")
+
+
+def _bounded(decompress_into: Callable[[bytes, bytearray], int], data: bytes, limit: int) -> bytes:
+    """Decompress into a buffer that grows up to `limit` (cramjam refuses to overrun one)."""
+    size = min(limit, max(_FIRST_OUTPUT_GUESS, len(data) * 8))
+    while True:
+        out = bytearray(size)
+        try:
+            written = decompress_into(data, out)
+        except cramjam.DecompressionError as exc:
+            if "whole buffer" not in str(exc):
+                raise
+            if size >= limit:
+                raise _too_large(limit) from None
+            size = min(limit, size * 4)
+            continue
+        del out[written:]
+        return bytes(out)
+
+
+def _snappy_block(block: bytes, limit: int) -> bytes:
+    # A raw block states its decompressed length up front.
+    if cramjam.snappy.decompress_raw_len(block) > limit:
+        raise _too_large(limit)
+    return bytes(cramjam.snappy.decompress_raw(block))
 
 
 def build_batch(
@@ -476,6 +516,14 @@ def decode_records(buf: bytes | bytearray | memoryview) -> list[Record]:
             key, rpos = _get_bytes(body, rpos)
             value, rpos = _get_bytes(body, rpos)
             count, rpos = _get_varint(body, rpos)
+            # A header takes two bytes at least (its key's and its value's lengths): a count
+            # the record cannot hold is refused before a loop over it (Kafka's readHeaders
+            # refuses a negative one; found by fuzz/records.py, a million headers declared).
+            if count < 0 or 2 * count > end - rpos:
+                raise CorruptRecordError(
+                    f"record at offset delta {offset_delta} declares {count} headers in "
+                    f"{end - rpos} bytes"
+                )
             headers: list[tuple[str, bytes | None]] = []
             for _ in range(count):
                 hkey, rpos = _get_bytes(body, rpos)

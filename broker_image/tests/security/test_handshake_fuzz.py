@@ -16,13 +16,11 @@ import os
 import socket
 import ssl
 import struct
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer
 from confluent_kafka.admin import (
     AdminClient,
     NewTopic,
@@ -32,7 +30,7 @@ from confluent_kafka.admin import (
 )
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from kafka_support import encode_request, header_only_frame, wait_until
+from kafka_support import ServedClients, encode_request, header_only_frame, wait_until
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
 from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
@@ -51,34 +49,6 @@ FUZZ = settings(
 )
 SERVED_TOPIC, SENTINEL = "served", "sentinel"
 _SIZE = struct.Struct(">i")
-
-
-class Served:
-    """A producer on the PLAINTEXT listener sending one record at a time, each acknowledged
-    before the next: how many were served, and any error."""
-
-    def __init__(self, bootstrap: str) -> None:
-        self.producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
-        self.delivered = 0
-        self.errors: list[Any] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        def report(err: Any, _msg: Any) -> None:
-            if err is None:
-                self.delivered += 1
-            else:
-                self.errors.append(err)
-
-        while not self._stop.is_set():
-            self.producer.produce(SERVED_TOPIC, b"still served", on_delivery=report)
-            self.producer.flush(30)
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(60)
 
 
 class Env:
@@ -141,7 +111,7 @@ def guarded(env: Env, caplog: pytest.LogCaptureFixture) -> Iterator[Env]:
     nothing may be written, and the broker must log no error."""
     caplog.set_level(logging.WARNING, logger="samsa")
     before = env.written()
-    served = Served(f"127.0.0.1:{env.ports['PLAINTEXT']}")
+    served = ServedClients(f"127.0.0.1:{env.ports['PLAINTEXT']}", SERVED_TOPIC)
     try:
         # Served before the fuzzing starts, then served again once it has run: a busy machine
         # may take longer to connect the producer than the fuzzing takes.

@@ -182,3 +182,80 @@ def test_a_batch_waiting_for_verification_survives_the_frames_read_behind_it(
         assert (E(p.error_code), p.error_message) == (E.none, None), correlation_id
     assert end_txn(wire, txn, pid, epoch, commit=True) is E.none
     assert read_until(broker.bootstrap_servers, topic, "read_committed", value) == [value]
+
+
+def txn_offset_commit(
+    wire: Wire, txn: str, pid: int, epoch: int, group: str, topic: str, version: int = 3
+) -> ErrorCode:
+    r = call(
+        wire,
+        28,
+        version,
+        {
+            "transactional_id": txn,
+            "group_id": group,
+            "producer_id": pid,
+            "producer_epoch": epoch,
+            "generation_id": -1,
+            "member_id": "",
+            "topics": [
+                {
+                    "name": topic,
+                    "partitions": [
+                        {"partition_index": 0, "committed_offset": 5, "committed_metadata": ""}
+                    ],
+                }
+            ],
+        },
+    )
+    (p,) = r.topics[0].partitions
+    return E(p.error_code)
+
+
+def stable_offset(wire: Wire, group: str, topic: str) -> tuple[ErrorCode, int]:
+    """OffsetFetch with require_stable (v7): UNSTABLE_OFFSET_COMMIT while a transaction's
+    offsets for the group are pending."""
+    r = call(
+        wire,
+        9,
+        7,
+        {
+            "group_id": group,
+            "topics": [{"name": topic, "partition_indexes": [0]}],
+            "require_stable": True,
+        },
+    )
+    (p,) = r.topics[0].partitions
+    return E(p.error_code), p.committed_offset
+
+
+def test_offsets_of_a_transaction_that_did_not_add_its_group_are_refused(
+    broker: InProcessBroker, wire: Wire
+) -> None:
+    """TxnOffsetCommit is verified as Produce is (Kafka's handleTxnCommitOffsets, 3.6+): found
+    by the network fuzzer, a TxnOffsetCommit without AddOffsetsToTxn (or from a producer id no
+    coordinator issued) was written, a transaction no marker would ever end, and the group's
+    offsets stayed UNSTABLE_OFFSET_COMMIT for good."""
+    topic = f"offsets-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    group = f"group-{uuid.uuid4().hex[:8]}"
+    txn = f"offsets-{uuid.uuid4().hex[:8]}"
+    pid, epoch = init_ok(wire, txn)
+
+    assert txn_offset_commit(wire, txn, pid, epoch, group, topic) is E.invalid_txn_state
+    assert txn_offset_commit(wire, txn, pid + 1000, 0, group, topic) is not E.none
+    assert stable_offset(wire, group, topic) == (E.none, -1)
+
+    # The same commit after AddOffsetsToTxn is taken, pending until the transaction ends.
+    added = call(
+        wire,
+        25,
+        3,
+        {"transactional_id": txn, "producer_id": pid, "producer_epoch": epoch, "group_id": group},
+    )
+    assert E(added.error_code) is E.none
+    assert txn_offset_commit(wire, txn, pid, epoch, group, topic) is E.none
+    assert stable_offset(wire, group, topic)[0] is E.unstable_offset_commit
+    assert end_txn(wire, txn, pid, epoch, commit=True) is E.none
+    wait_until(lambda: stable_offset(wire, group, topic) == (E.none, 5), timeout=20)

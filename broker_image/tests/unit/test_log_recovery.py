@@ -6,6 +6,7 @@ import logging
 import os
 import random
 import shutil
+import struct
 from pathlib import Path
 
 import pytest
@@ -214,6 +215,74 @@ def test_trusted_segments_with_broken_indexes_are_rebuilt(
         third = Log.open(tmp_path / "t-0", CONFIG, recovery_point=end, clean_shutdown=True)
         assert all_offsets(third) == expected
     assert not [r for r in caplog.records if r.levelno == logging.WARNING]
+
+
+@pytest.mark.parametrize("timestamp", ["newer", "negative"])
+def test_active_segment_time_index_naming_offsets_past_its_data_is_rebuilt(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, timestamp: str
+) -> None:
+    """A trusted active segment whose time index ends with an entry for an offset its .log
+    never reached (found by fuzz/recovery.py: a damaged .timeindex after a clean shutdown) is
+    rebuilt on opening.  It used to be kept: with a negative timestamp the next append that
+    indexed a time failed (InvalidOffsetError: below the last time-indexed offset), and with
+    a newer one a time lookup answered an offset past the log's end."""
+    plog = make_log(tmp_path / "t-0")
+    expected = all_offsets(plog)
+    end = plog.log_end_offset
+    plog.flush()
+    plog.close()
+    path = plog.segments[-1].time_index.path
+    last_ts, _ = struct.unpack(">qi", path.read_bytes()[-12:])
+    if timestamp == "newer":
+        path.write_bytes(path.read_bytes() + struct.pack(">qi", last_ts + 1, 926_359_166))
+    else:  # the whole file one entry, as the fuzzer wrote it
+        path.write_bytes(struct.pack(">qi", -200, 926_359_166))
+    with caplog.at_level(logging.WARNING):
+        again = Log.open(tmp_path / "t-0", CONFIG, recovery_point=end, clean_shutdown=True)
+    warned = "\n".join(r.getMessage() for r in caplog.records if r.levelno == logging.WARNING)
+    assert str(path) in warned and "beyond" in warned
+    assert again.log_end_offset == end
+    assert all_offsets(again) == expected
+    found = again.offset_for_timestamp(last_ts + 1)
+    assert found is None or found[1] < end
+    for i in range(30):  # enough to index times and roll the active segment
+        again.append_as_leader(batch(1000 + i), leader_epoch=9)
+    again.roll()
+    again.close()
+    third = Log.open(tmp_path / "t-0", CONFIG, clean_shutdown=True)
+    assert all_offsets(third) == [*expected, *range(end, third.log_end_offset)]
+    third.close()
+
+
+def test_a_trusted_active_segment_ending_with_offsets_it_cannot_hold_is_recovered(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Found by fuzz/recovery.py: after a clean shutdown, the active segment's .log ended
+    with a whole, CRC-valid batch whose offsets lie more than 2^31 past the segment's base.
+    Trusted as it was, the next time index entry could not be written (struct.error on
+    close, or on the append that indexed it).  Such a batch now ends the trusted part, and
+    the segment is recovered: cut before it."""
+    plog = make_log(tmp_path / "t-0")
+    expected = all_offsets(plog)
+    end = plog.log_end_offset
+    plog.flush()
+    plog.close()
+    active = plog.segments[-1]
+    far = build_batch([(b"k", b"far", [])], base_offset=active.base_offset + 2**31 + 5)
+    with open(active.log_path, "ab") as f:
+        f.write(far)
+    with caplog.at_level(logging.WARNING):
+        again = Log.open(tmp_path / "t-0", CONFIG, recovery_point=end, clean_shutdown=True)
+    warned = "\n".join(r.getMessage() for r in caplog.records if r.levelno == logging.WARNING)
+    assert str(active.log_path) in warned and "too far" in warned
+    assert again.log_end_offset == end
+    assert all_offsets(again) == expected
+    for i in range(30):
+        again.append_as_leader(batch(1000 + i), leader_epoch=9)
+    again.close()
+    third = Log.open(tmp_path / "t-0", CONFIG, clean_shutdown=True)
+    assert all_offsets(third) == [*expected, *range(end, third.log_end_offset)]
+    third.close()
 
 
 def test_active_segment_index_lost_in_a_crash(tmp_path: Path) -> None:

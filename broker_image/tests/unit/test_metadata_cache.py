@@ -8,7 +8,7 @@ import uuid
 import pytest
 
 from samsa.metadata import MetadataCache
-from samsa.metadata.model import PartitionState
+from samsa.metadata.model import PartitionState, TopicMetadata
 
 
 def led(cache: MetadataCache, topic: str) -> bool:
@@ -48,3 +48,12 @@ async def test_wait_for_is_bounded_by_the_caller() -> None:
     # The abandoned wait leaves nothing behind that a later change trips over.
     cache.apply_partition_states("t", uuid.uuid4(), [state("t", 1)], {}, False)
     assert led(cache, "t")
+
+
+def test_replication_factor_of_a_topic_known_without_partition_0() -> None:
+    """Found by the network fuzzer: an UpdateMetadata naming partitions of a topic other than
+    0 made the next CreatePartitions of that topic fail with a KeyError (an unexpected error,
+    its connection dropped without an answer)."""
+    topic = TopicMetadata("t", uuid.uuid4(), {3: [0, 1], 5: [1, 0]})
+    assert topic.replication_factor == 2
+    assert TopicMetadata("empty", uuid.uuid4(), {}).replication_factor == 0

@@ -1,0 +1,77 @@
+"""Record batches as a producer or a leader sends them: the produce path's validation
+(lengths, magic, CRC, counts), then what the broker may read inside a valid batch (the
+compacted-topic key check, which decompresses with cramjam and parses each record; the
+transaction marker reader; the full record decoder).  Each must accept the bytes or raise
+the broker's own record errors (CORRUPT_MESSAGE, INVALID_RECORD, MESSAGE_TOO_LARGE).
+
+The first byte of an input holds flags: whether the batches come from a client (one record
+per offset), and whether to give each batch a correct CRC before validating, so that mutations
+reach the decompressors and the record parsers behind the CRC check.
+"""
+
+from __future__ import annotations
+
+import atheris
+
+with atheris.instrument_imports(include=["samsa.protocol"]):
+    from samsa.protocol.control import read_end_txn_marker
+    from samsa.protocol.record_filter import batch_body, first_keyless_record, parse_records
+    from samsa.protocol.records import (
+        ATTRIBUTES_OFFSET,
+        CRC_OFFSET,
+        CorruptRecordError,
+        RecordTooLargeError,
+        decode_records,
+        scan_batches,
+        validate_batches,
+    )
+
+import contextlib
+import struct
+
+import crc32c
+
+from fuzz.harness import main
+
+TARGET = "records"
+FROM_CLIENT = 0x01
+FIX_CRC = 0x02
+MAX_BATCH = 1_000_000
+_CRC = struct.Struct(">I")
+
+
+def fix_crcs(buf: bytearray) -> None:
+    for pos, h in scan_batches(buf):
+        _CRC.pack_into(
+            buf, pos + CRC_OFFSET, crc32c.crc32c(buf[pos + ATTRIBUTES_OFFSET : pos + h.size])
+        )
+
+
+def one_input(data: bytes) -> None:
+    if not data:
+        return
+    flags, buf = data[0], bytearray(data[1:])
+    if flags & FIX_CRC:
+        fix_crcs(buf)
+    try:
+        headers = validate_batches(buf, MAX_BATCH, from_client=bool(flags & FROM_CLIENT))
+    except (CorruptRecordError, RecordTooLargeError):
+        return
+    assert sum(h.size for h in headers) == len(buf)
+    with contextlib.suppress(CorruptRecordError):
+        first_keyless_record(buf, headers)
+    view = memoryview(buf)
+    for (pos, _), h in zip(scan_batches(view), headers, strict=True):
+        try:
+            if h.is_control:
+                read_end_txn_marker(view, pos, h)
+            else:
+                parse_records(batch_body(view[pos : pos + h.size], h), h.records_count)
+        except CorruptRecordError:
+            pass
+    with contextlib.suppress(CorruptRecordError):
+        decode_records(buf)
+
+
+if __name__ == "__main__":
+    main(TARGET, one_input)
