@@ -11,6 +11,8 @@ import subprocess
 import time
 from pathlib import Path
 
+from samsa.local.ports import free_port as free_port
+
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -20,12 +22,6 @@ def require_binary(name: str) -> str:
     if path is None:
         raise RuntimeError(f"{name} is not installed: run `make setup`")
     return path
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def cpu_seconds(pid: int) -> float:

@@ -22,6 +22,7 @@ from confluent_kafka import TopicCollection
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 from kube_support import CHART, EXAMPLES, OPERATOR_ENV, condition
 
+from samsa.local.ports import free_port
 from samsa.testing.kube import KubeNamespace, eventually
 from samsa_operator import reconcile
 
@@ -179,12 +180,6 @@ async def test_racks_come_from_the_nodes_and_deleting_completes(kube: KubeNamesp
     await eventually(finalized, what="the finalizer")
     await kube.kubectl("delete", "kc", "demo", "--timeout=60s", within=90)
     assert await kube.maybe_get("kc", "demo") is None
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from samsa.dev import jars
 from samsa.dev.cache import cache_root
+from samsa.local.ports import free_port
 
 JAR_SET = "kafka"
 
@@ -233,12 +234,6 @@ def run_tool(
 
 
 # -- a real Apache Kafka ----------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def port_open(port: int, timeout: float = 0.2) -> bool:

@@ -16,6 +16,8 @@ import subprocess
 import time
 from pathlib import Path
 
+from samsa.local.ports import free_port
+
 MAIN_CLASS = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
 # Debian's layout; ZOOKEEPER_CLASSPATH overrides it (another distribution, a tarball).
 DEBIAN_CLASSPATH = ("/etc/zookeeper/conf", "/usr/share/java/zookeeper.jar")
@@ -36,12 +38,6 @@ def zookeeper_classpath() -> str:
     if shutil.which("java") is None or not Path(DEBIAN_CLASSPATH[1]).exists():
         raise ZooKeeperNotInstalled(INSTALL_HINT)
     return ":".join(DEBIAN_CLASSPATH)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def four_letter_word(port: int, word: str, timeout: float = 1.0) -> str | None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
 import tempfile
 import threading
 from collections.abc import AsyncIterator, Iterator, Mapping
@@ -18,12 +17,7 @@ from typing import Any
 
 from samsa.broker import KafkaServer
 from samsa.config import KafkaConfig
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from samsa.local.ports import free_port as free_port
 
 
 class InProcessBroker:
