@@ -11,6 +11,7 @@ import contextlib
 import os
 import random
 import signal
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,61 +19,32 @@ from chaos.faults.base import Environment, Fault
 
 
 @dataclass
-class BrokerKill:
-    """kill -9; healed by starting the broker on the data it left."""
+class ProcessFault:
+    """One process fault, healed once by ``undo``: a broker restarted on the data it left,
+    a paused process sent SIGCONT, ZooKeeper started again on its data."""
 
     kind: str
-    env: Environment
-    broker: int
     hold_s: float
+    undo: Callable[[], None]
+    broker: int | None = None
     healed: bool = field(default=False)
 
     def describe(self) -> dict[str, Any]:
-        return {"broker": self.broker, "hold_s": round(self.hold_s, 2)}
+        where = {} if self.broker is None else {"broker": self.broker}
+        return {**where, "hold_s": round(self.hold_s, 2)}
 
     def heal(self) -> None:
         if not self.healed:
             self.healed = True
-            self.env.start_broker(self.broker)
+            self.undo()
 
 
-@dataclass
-class Pause:
-    """SIGSTOP; healed by SIGCONT."""
+def _resume(pid: int) -> Callable[[], None]:
+    def resume() -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGCONT)
 
-    kind: str
-    env: Environment
-    broker: int
-    pid: int
-    hold_s: float
-    healed: bool = field(default=False)
-
-    def describe(self) -> dict[str, Any]:
-        return {"broker": self.broker, "hold_s": round(self.hold_s, 2)}
-
-    def heal(self) -> None:
-        if not self.healed:
-            self.healed = True
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.pid, signal.SIGCONT)
-
-
-@dataclass
-class ZooKeeperDown:
-    """ZooKeeper killed -9; healed by starting it again on its data."""
-
-    kind: str
-    env: Environment
-    hold_s: float
-    healed: bool = field(default=False)
-
-    def describe(self) -> dict[str, Any]:
-        return {"hold_s": round(self.hold_s, 2)}
-
-    def heal(self) -> None:
-        if not self.healed:
-            self.healed = True
-            self.env.restart_zookeeper()
+    return resume
 
 
 def _running(env: Environment) -> list[int]:
@@ -88,7 +60,9 @@ class KillBroker:
     def inject(self, env: Environment, rng: random.Random) -> Fault:
         broker = rng.choice(_running(env))
         env.kill_broker(broker)
-        return BrokerKill(self.name, env, broker, rng.uniform(0.5, 3.0))
+        return ProcessFault(
+            self.name, rng.uniform(0.5, 3.0), lambda: env.start_broker(broker), broker
+        )
 
 
 class KillController:
@@ -102,7 +76,9 @@ class KillController:
         if controller < 0 or env.broker_pid(controller) is None:
             controller = rng.choice(_running(env))
         env.kill_broker(controller)
-        return BrokerKill(self.name, env, controller, rng.uniform(0.5, 3.0))
+        return ProcessFault(
+            self.name, rng.uniform(0.5, 3.0), lambda: env.start_broker(controller), controller
+        )
 
 
 class PauseBroker:
@@ -123,7 +99,7 @@ class PauseBroker:
         assert pid is not None
         hold = env.timeouts[self.timeout] / 1000 * rng.uniform(self.low, self.high)
         os.kill(pid, signal.SIGSTOP)
-        return Pause(self.name, env, broker, pid, hold)
+        return ProcessFault(self.name, hold, _resume(pid), broker)
 
 
 class RestartZooKeeper:
@@ -137,7 +113,7 @@ class RestartZooKeeper:
             os.kill(env.zookeeper_pid, signal.SIGKILL)
         # Short of the session timeout, so the brokers' sessions outlive the restart...
         session = env.timeouts["zookeeper.session.timeout.ms"] / 1000
-        return ZooKeeperDown(self.name, env, rng.uniform(0.1, 0.5) * session)
+        return ProcessFault(self.name, rng.uniform(0.1, 0.5) * session, env.restart_zookeeper)
 
 
 KINDS = [
