@@ -43,18 +43,6 @@ def produce_at(
     return E(p.error_code), getattr(p, "error_message", None)
 
 
-@pytest.fixture
-def wire(broker: InProcessBroker) -> Any:
-    with Wire(broker.port) as w:
-
-        def found() -> bool:
-            r = call(w, 10, 4, {"key_type": 1, "coordinator_keys": ["x"]})
-            return bool(r.coordinators[0].error_code == E.none)
-
-        wait_until(found, timeout=20)
-        yield w
-
-
 def test_a_partition_not_added_to_the_transaction_is_refused_and_left_empty(
     broker: InProcessBroker, wire: Wire
 ) -> None:

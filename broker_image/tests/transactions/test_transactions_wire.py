@@ -87,18 +87,6 @@ def end_txn(
 
 
 @pytest.fixture
-def wire(broker: InProcessBroker) -> Any:
-    with Wire(broker.port) as w:
-        # FindCoordinator creates __transaction_state on first use.
-        def found() -> bool:
-            r = call(w, 10, 4, {"key_type": 1, "coordinator_keys": ["x"]})
-            return bool(r.coordinators[0].error_code == E.none)
-
-        wait_until(found, timeout=20)
-        yield w
-
-
-@pytest.fixture
 def topic(broker: InProcessBroker) -> str:
     name = f"wire-{uuid.uuid4().hex[:8]}"
     admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
