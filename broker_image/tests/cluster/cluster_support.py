@@ -64,6 +64,11 @@ def leader(cluster: Cluster, topic: str, partition: int) -> int:
     return -1 if p is None else int(p.leader)
 
 
+def controller(cluster: Cluster) -> int:
+    """The controller the brokers name in their metadata; -1 while none is elected."""
+    return int(admin(cluster).list_topics(timeout=5).controller_id)
+
+
 def isr(cluster: Cluster, topic: str, partition: int) -> list[int]:
     p = partition_info(cluster, topic, partition)
     return [] if p is None else sorted(p.isrs)
