@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import logging
 import time
@@ -164,7 +165,18 @@ class KafkaApis:
             result = build(response_type(api.key, ctx.version), result)
         return [encode_response(api.key, ctx.version, ctx.header.correlation_id, result)]
 
-    async def _finish_later(
+    def _finish_later(
         self, api: Api, ctx: RequestContext, pending: Awaitable[HandlerResult], started: float
-    ) -> Chunks | None:
-        return self._finish(api, ctx, await pending, started)
+    ) -> asyncio.Future[Chunks | None]:
+        """The handler's awaitable, then its response, as a task started now.  A connection
+        closed before the task's first step cancels it; the handler's coroutine, never
+        started then, is closed too rather than left to be reported as never awaited."""
+
+        async def finish() -> Chunks | None:
+            return self._finish(api, ctx, await pending, started)
+
+        task = asyncio.ensure_future(finish())
+        if inspect.iscoroutine(pending):
+            coroutine = pending
+            task.add_done_callback(lambda _: coroutine.close())
+        return task

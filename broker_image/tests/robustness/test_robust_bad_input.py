@@ -4,6 +4,7 @@ broker still serves a normal client on another connection with its log intact.""
 from __future__ import annotations
 
 import datetime
+import gc
 import random
 import socket
 import struct
@@ -47,6 +48,7 @@ from kafka_support import (
 from kio.index import load_request_schema
 
 from samsa.protocol.records import BATCH_HEADER_SIZE, BATCH_LENGTH_OFFSET, build_batch
+from samsa.protocol.replica_fetch import encode_replica_fetch
 from samsa.testing import InProcessBroker
 
 MAX_REQUEST = 1_048_576
@@ -84,6 +86,25 @@ def test_frame_larger_than_socket_request_max_bytes_closes_only_that_connection(
         assert wire.closed_by_peer(), "an over-limit size prefix must close the connection"
         # The other connection, open the whole time, is unaffected.
         assert api_versions_v3(bystander) == before
+    _still_fine(broker, topic)
+
+
+def test_a_long_poll_cut_short_by_a_bad_frame_behind_it_leaves_nothing_unawaited(
+    broker: InProcessBroker, topic: str, recwarn: pytest.WarningsRecorder
+) -> None:
+    # A Fetch at the log end, to be parked for 5 s, and in the same read a size prefix over
+    # the limit: the connection closes before the Fetch's coroutine has taken a step.
+    flexible_header = struct.pack(">hhih", 1, 12, 1, 0) + b"\x00"
+    body = encode_replica_fetch(
+        -1, 5000, 1, MAX_REQUEST, [(topic, [(0, -1, log_end(broker.port, topic), -1, -1, 4096)])]
+    )
+    fetch = struct.pack(">i", len(flexible_header) + len(body)) + flexible_header + body
+    with Wire(broker.port) as wire:
+        wire.send(fetch + struct.pack(">i", MAX_REQUEST + 1))
+        assert wire.closed_by_peer()
+    gc.collect()
+    unawaited = [str(w.message) for w in recwarn if "was never awaited" in str(w.message)]
+    assert not unawaited
     _still_fine(broker, topic)
 
 
