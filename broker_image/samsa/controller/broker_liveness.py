@@ -198,3 +198,9 @@ class BrokerProber:
             if conn is not None:
                 conn.close()
             return Probe.SLOW, None
+        except BaseException:
+            # Stopped mid-probe: the caller still holds the connection before this one, so
+            # one opened here would be left for the garbage collector to close.
+            if conn is not None:
+                conn.close()
+            raise
