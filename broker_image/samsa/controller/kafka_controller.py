@@ -40,6 +40,7 @@ from samsa.metadata.zk_client import (
     CONTROLLER,
     DELETE_TOPICS,
     TOPICS,
+    ZOOKEEPER_LOST,
     ControllerMovedError,
     KafkaZkClient,
     RegisteredBroker,
@@ -151,6 +152,14 @@ class KafkaController:
                 await self._resign()
             except NotController:
                 pass
+            except ZOOKEEPER_LOST as exc:
+                # The session listener resigns this controller; nothing else is to be done.
+                log.warning(
+                    "broker %d: ZooKeeper lost during controller event %s: %r",
+                    self.broker_id,
+                    getattr(event, "__name__", event),
+                    exc,
+                )
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -397,14 +406,22 @@ class KafkaController:
         ``not_controller`` if given, else raises."""
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
 
+        def refuse() -> None:
+            if not_controller is _RAISE:
+                future.set_exception(NotController())
+            else:
+                future.set_result(not_controller)
+
         async def event() -> None:
             try:
                 future.set_result(await fn())
             except NotController:
-                if not_controller is _RAISE:
-                    future.set_exception(NotController())
-                else:
-                    future.set_result(not_controller)
+                refuse()
+            except ZOOKEEPER_LOST:
+                # Its writes may or may not have been made, and this broker is resigning: the
+                # caller asks again, of whichever broker is elected.
+                refuse()
+                raise
             except Exception as exc:
                 if not future.done():
                     future.set_exception(exc)

@@ -31,7 +31,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.exceptions import (
+    BadVersionError,
+    ConnectionClosedError,
+    ConnectionLoss,
+    NodeExistsError,
+    NoNodeError,
+    SessionExpiredError,
+)
 from kazoo.protocol.states import ZnodeStat
 
 from samsa.clock import wall_clock_ms
@@ -61,6 +68,15 @@ PERSISTENT_PATHS = (
 # Kafka's LeaderAndIsr sentinels.
 NO_LEADER = -1
 LEADER_DURING_DELETE = -2
+
+
+# ZooKeeper out of reach: the connection lost, the session expired, or the client closed.
+# An operation that fails so may or may not have been applied.
+ZOOKEEPER_LOST: tuple[type[Exception], ...] = (
+    ConnectionLoss,
+    SessionExpiredError,
+    ConnectionClosedError,
+)
 
 
 class ControllerMovedError(Exception):

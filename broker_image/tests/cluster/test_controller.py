@@ -133,6 +133,46 @@ def test_a_controller_cut_off_from_zookeeper_then_back_in_its_session_leaves_one
     produce(cluster.bootstrap_servers, "after-the-pause", [b"written"], partition=0)
 
 
+def test_an_isr_change_in_flight_when_the_controller_loses_zookeeper_is_refused_cleanly(
+    start_cluster: ClusterFactory,
+) -> None:
+    """A leader's AlterPartition waits at the controller on a ZooKeeper that stopped
+    answering, until the controller's session has expired: the leader gets an error to retry
+    on (NOT_CONTROLLER), not a connection closed on it, and the controller logs no error."""
+    cluster = start_cluster(3, zookeeper_session_timeout_ms=6000, replica_lag_time_max_ms=1000)
+    elected, _ = controller_and_epoch(cluster)
+    the_leader, follower = (b for b in range(3) if b != elected)
+    a = admin(cluster)
+    assignment = [[the_leader, elected, follower]]
+    a.create_topics([NewTopic("inflight", 1, replica_assignment=assignment)])["inflight"].result(30)
+    everyone = sorted([the_leader, elected, follower])
+    wait_until(lambda: isr(cluster, "inflight", 0) == everyone, 30, what="a full ISR")
+    leader_log = cluster.data_dir / f"broker-{the_leader}.log"
+    controller_log = cluster.data_dir / f"broker-{elected}.log"
+    zk_pid = cluster.state.zookeeper_pid  # type: ignore[union-attr]
+    os.kill(zk_pid, signal.SIGSTOP)
+    paused = time.monotonic()
+    cluster.signal_broker(follower, signal.SIGSTOP)
+    try:
+        # A record the stopped follower cannot fetch: it falls behind, and out of sync.
+        produce(cluster.broker(the_leader).bootstrap, "inflight", [b"behind"], acks="1")
+        wait_until(
+            lambda: "inflight-0: replicas" in leader_log.read_text(), 30, what="an ISR shrink"
+        )
+        # The fault itself: ZooKeeper silent for longer than the sessions last.
+        time.sleep(max(0.0, 9.0 - (time.monotonic() - paused)))
+    finally:
+        os.kill(zk_pid, signal.SIGCONT)
+        cluster.signal_broker(follower, signal.SIGCONT)
+    wait_until(lambda: isr(cluster, "inflight", 0) == everyone, 90, what="the ISR whole again")
+    errors = [
+        line
+        for line in controller_log.read_text().splitlines()
+        if " ERROR " in line and "kazoo" not in line
+    ]
+    assert errors == []
+
+
 def test_controlled_shutdown_moves_leadership_before_the_broker_stops(
     cluster: LocalCluster,
 ) -> None:
