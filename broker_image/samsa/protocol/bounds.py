@@ -47,11 +47,18 @@ _I32 = struct.Struct(">i")
 Step = Callable[[Any, int, int], int]
 
 
-class LengthError(ValueError):
+class InvalidRequestError(ValueError):
+    """The bytes are not a request this broker can read; the connection is closed."""
+
+
+class LengthError(InvalidRequestError):
     """A declared length or count that the bytes present cannot hold."""
 
 
-def _uvarint(buf: Any, pos: int, end: int) -> tuple[int, int]:
+def read_uvarint(buf: Any, pos: int, end: int | None = None) -> tuple[int, int]:
+    """An unsigned varint at pos within buf[:end]: (value, next position)."""
+    if end is None:
+        end = len(buf)
     value = shift = 0
     while True:
         if pos >= end:
@@ -75,7 +82,7 @@ def _need(pos: int, n: int, end: int) -> int:
 def _length(buf: Any, pos: int, end: int, flexible: bool, legacy: struct.Struct) -> tuple[int, int]:
     """A length (-1 for null) in the version's encoding."""
     if flexible:
-        n, pos = _uvarint(buf, pos, end)
+        n, pos = read_uvarint(buf, pos, end)
         return n - 1, pos
     if pos + legacy.size > end:
         raise LengthError("truncated length")
@@ -183,12 +190,12 @@ def entity_step(cls: type) -> Step:
             else:
                 pos = step(buf, pos, end)  # type: ignore[operator]
         if flexible:
-            count, pos = _uvarint(buf, pos, end)
+            count, pos = read_uvarint(buf, pos, end)
             if count > end - pos:
                 raise LengthError(f"{count} tagged fields declared, {end - pos} bytes present")
             for _ in range(count):
-                tag, pos = _uvarint(buf, pos, end)
-                size, pos = _uvarint(buf, pos, end)
+                tag, pos = read_uvarint(buf, pos, end)
+                size, pos = read_uvarint(buf, pos, end)
                 stop = _need(pos, size, end)
                 known = tags.get(tag)
                 if known is not None:

@@ -17,15 +17,11 @@ from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 
 from samsa.protocol import controller_apis
-from samsa.protocol.bounds import check_lengths
+from samsa.protocol.bounds import InvalidRequestError, LengthError, check_lengths, read_uvarint
 
 _HEADER = struct.Struct(">hhih")
 _SIZE = struct.Struct(">i")
 _PEEK = struct.Struct(">hhi")
-
-
-class InvalidRequestError(ValueError):
-    """The bytes are not a request this broker can read; the connection is closed."""
 
 
 @dataclasses.dataclass(slots=True)
@@ -35,23 +31,6 @@ class RequestHeader:
     correlation_id: int
     client_id: str | None
     size: int  # bytes of the header, so the body starts here
-
-
-def read_uvarint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
-    """An unsigned varint at pos: (value, next position)."""
-    value = 0
-    shift = 0
-    while True:
-        if pos >= len(buf):
-            raise InvalidRequestError("truncated varint")
-        byte = buf[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value, pos
-        shift += 7
-        if shift > 35:
-            raise InvalidRequestError("varint too long")
 
 
 def skip_tagged_fields(buf: bytes | memoryview, pos: int) -> int:
@@ -138,6 +117,8 @@ def decode_request(api_key: int, version: int, frame: bytes | memoryview, offset
         check_lengths(cls, frame, offset)
         # Bytes after the body are ignored, as Kafka ignores them (librdkafka sends some).
         value, _size = _reader(cls)(frame, offset)
+    except LengthError as exc:
+        raise InvalidRequestError(f"cannot decode {cls.__name__}: {exc}") from exc
     except InvalidRequestError:
         raise
     except Exception as exc:  # kio raises a variety of errors on malformed input
