@@ -65,10 +65,23 @@ class PartitionFigures:
 
 
 @dataclass
+class Gap:
+    """A gap without an acknowledged acks=all write, beside the fault it is blamed on: how long
+    that fault held (injection to heal), and when writes came back, counted from the heal
+    (negative: during the fault, so the cluster worked around it)."""
+
+    seconds: float
+    held_s: float | None = None
+    back_after_heal_s: float | None = None
+
+
+@dataclass
 class Verdict:
     partitions: dict[str, PartitionFigures] = field(default_factory=dict)
     # The longest gap without an acknowledged acks=all write, by the fault under way ("none").
     gaps_by_kind: dict[str, float] = field(default_factory=dict)
+    # The same gaps with the fault's own timing.
+    gap_details: dict[str, Gap] = field(default_factory=dict)
     acks1_lost_by_kind: dict[str, int] = field(default_factory=dict)
     operations: dict[str, int] = field(default_factory=dict)
     faults: dict[str, int] = field(default_factory=dict)
@@ -104,14 +117,25 @@ def _key(op: dict[str, Any]) -> str:
     return f"{op['topic']}-{op['partition']}"
 
 
-def _fault_at(faults: list[dict[str, Any]], start: float, end: float) -> str:
-    """The kind of the fault under way (injected, not yet recovered) for most of [start, end]."""
-    best, overlap = "none", 0.0
+def _fault_at(faults: list[dict[str, Any]], start: float, end: float) -> dict[str, Any] | None:
+    """The fault under way (injected, not yet recovered) for most of [start, end]."""
+    best: dict[str, Any] | None = None
+    overlap = 0.0
     for f in faults:
         shared = min(end, f.get("t_recovered", f.get("t_heal", end))) - max(start, f["t_inject"])
         if shared > overlap:
-            best, overlap = str(f["kind"]), shared
+            best, overlap = f, shared
     return best
+
+
+def _gap(seconds: float, fault: dict[str, Any] | None, end: float) -> Gap:
+    if fault is None or "t_heal" not in fault:
+        return Gap(seconds)
+    return Gap(
+        seconds,
+        round(fault["t_heal"] - fault["t_inject"], 3),
+        round(end - fault["t_heal"], 3),
+    )
 
 
 def _fault_before(faults: list[dict[str, Any]], t: float) -> str:
@@ -157,7 +181,7 @@ def check(ops: Iterable[dict[str, Any]]) -> Verdict:
     faults.sort(key=lambda f: f["t_inject"])
     verdict.operations = dict(sorted(counts.items()))
     verdict.faults = dict(sorted(Counter(str(f["kind"]) for f in faults).items()))
-    gaps: dict[str, float] = defaultdict(float)
+    gaps: dict[str, Gap] = {}
     acks1_lost: Counter[str] = Counter()
 
     for part in sorted(set(produced) | set(final)):
@@ -237,8 +261,10 @@ def check(ops: Iterable[dict[str, Any]]) -> Verdict:
             gap = b - a
             fig.longest_gap_s = max(fig.longest_gap_s, round(gap, 3))
             if gap >= GAP_FLOOR_S:
-                kind = _fault_at(faults, a, b)
-                gaps[kind] = max(gaps[kind], round(gap, 3))
+                fault = _fault_at(faults, a, b)
+                kind = "none" if fault is None else str(fault["kind"])
+                if kind not in gaps or gap > gaps[kind].seconds:
+                    gaps[kind] = _gap(round(gap, 3), fault, b)
 
     for part, reads in consumed.items():
         fig = verdict.partitions.setdefault(part, PartitionFigures())
@@ -271,7 +297,8 @@ def check(ops: Iterable[dict[str, Any]]) -> Verdict:
     for member_ops in by_member.values():
         _check_restarts(verdict, member_ops, commits)
 
-    verdict.gaps_by_kind = dict(sorted(gaps.items()))
+    verdict.gap_details = dict(sorted(gaps.items()))
+    verdict.gaps_by_kind = {kind: g.seconds for kind, g in verdict.gap_details.items()}
     verdict.acks1_lost_by_kind = dict(sorted(acks1_lost.items()))
     return verdict
 

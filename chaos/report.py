@@ -33,6 +33,51 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
+# How each kind of fault is meant to cost availability: the design the figures are read
+# against, not a measurement.
+READING = {
+    "kill-broker": "nothing listens on the killed broker's port: the controller's probes "
+    "(connections refused) fence it sooner than its ZooKeeper session expires, and new leaders "
+    "are elected from the ISR.",
+    "kill-controller": "the other brokers' probes of the controller find its port closed, a new "
+    "controller is elected and fences it; its leaderships then move as for any killed broker.",
+    "pause-short": "a paused broker still accepts connections in the kernel, so probes only "
+    "time out and slowness is left to the session: writes wait for the pause, or until a "
+    "paused follower leaves the ISR after replica.lag.time.max.ms.",
+    "pause-long": "as a short pause, longer than replica.lag.time.max.ms: a paused follower "
+    "leaves the ISR; a paused leader keeps its leaderships while its session lives.",
+    "zookeeper-session-expiry": "a pause past the session timeout: ZooKeeper expires the "
+    "session and the controller moves the broker's leaderships, so the gap is about the session "
+    "timeout plus an election.",
+    "zookeeper-restart": "shorter than the session timeout: sessions survive, nothing moves.",
+    "partition-brokers": "a broker cut off from the other brokers but not from ZooKeeper keeps "
+    "its session, so it stays registered and stays leader; its followers cannot fetch, and its "
+    "request to shrink the ISR cannot reach a controller on another broker, so acks=all writes "
+    "to it wait for the heal. Apache Kafka in ZooKeeper mode does the same: only a lost session "
+    "moves leadership.",
+    "partition-isolate": "cut off from the brokers and from ZooKeeper: its session expires and "
+    "the controller moves its leaderships; clients that still reach it get no acks=all write "
+    "acknowledged.",
+    "partition-zookeeper": "a broker cut off from ZooKeeper alone still replicates; if it is "
+    "the controller it resigns at once and another is elected.",
+    "partition-one-way": "packets dropped one way between two nodes: connections stall rather "
+    "than fail, as in the two-way cuts.",
+    "latency": "50 to 200 ms more on every packet one broker sends: each replication round "
+    "trip through it is slower, and nothing fails over.",
+    "disk-full": "a leader whose disk is full refuses writes with KAFKA_STORAGE_ERROR, keeps "
+    "serving reads and keeps its leaderships, and takes writes again when space returns. "
+    "Apache Kafka instead takes the log directory offline (with one directory, the broker "
+    "stops), which moves the leaderships.",
+    "clock-step": "a broker's clock stepped by 1 s to 6 h either way: replica lag is measured "
+    "on the monotonic clock, so the ISR is not fooled; record timestamps and time-based "
+    "retention follow the wall clock, as in Kafka.",
+}
+
+
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
+
+
 def render(outcome: Outcome) -> str:
     v = outcome.verdict
     c = outcome.campaign
@@ -86,11 +131,27 @@ def render(outcome: Outcome) -> str:
         "## Longest unavailability per fault kind",
         "",
         "The longest gap between two acknowledged acks=all writes on a partition, attributed to "
-        "the fault under way (from injection to recovery); `none` is the load's own worst pause.",
+        "the fault under way (from injection to recovery); `none` is the load's own worst pause. "
+        "Beside it, how long that fault held (injection to heal), and when acknowledged writes "
+        "came back, counted from the heal: negative when the cluster worked around the fault "
+        "while it lasted, positive when writes waited for the heal.",
         "",
         _table(
-            ["fault kind", "longest gap (s)"], [[k, f"{g:.1f}"] for k, g in v.gaps_by_kind.items()]
+            [
+                "fault kind",
+                "longest gap (s)",
+                "the fault held (s)",
+                "writes back after the heal (s)",
+            ],
+            [
+                [k, f"{g.seconds:.1f}", _seconds(g.held_s), _seconds(g.back_after_heal_s)]
+                for k, g in v.gap_details.items()
+            ],
         ),
+        "",
+        "What each kind is meant to cost:",
+        "",
+        *[f"- {k}: {READING[k]}" for k in v.gap_details if k in READING],
         "",
         "## acks=1 losses",
         "",

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from chaos.checker import check, read_logs
+from chaos.checker import Gap, check, read_logs
 
 T = "chaos-acks-all"
 
@@ -200,6 +200,8 @@ def test_unavailability_is_the_longest_gap_between_acks_blamed_on_the_fault_unde
     verdict = check(ops)
     assert verdict.ok
     assert verdict.gaps_by_kind == {"pause-long": 5.0}
+    # The pause held 3.8 s; writes came back 1.1 s after it was healed.
+    assert verdict.gap_details == {"pause-long": Gap(5.0, 3.8, 1.1)}
 
 
 def test_logs_are_read_from_every_json_lines_file_and_a_torn_last_line_is_skipped(
