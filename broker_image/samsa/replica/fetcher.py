@@ -22,6 +22,7 @@ from typing import Any
 
 from samsa.client import ConnectionPool
 from samsa.log import OffsetOutOfRangeError
+from samsa.log.errors import out_of_space
 from samsa.metadata.model import TopicPartition
 from samsa.protocol.errors import ErrorCode
 from samsa.protocol.messages import build, request_type
@@ -292,7 +293,20 @@ class ReplicaFetcher:
                 )
                 state.delayed_until = time.monotonic() + self.config.backoff_ms / 1000
                 return
-            except Exception as exc:  # offsets out of order: start again from truncation
+            except Exception as exc:
+                if isinstance(exc, OSError) and out_of_space(exc):
+                    # A full disk: nothing is wrong with the log, so no truncation; try again
+                    # after the backoff, as Kafka's fetcher backs off a failed partition.
+                    log.warning(
+                        "cannot append %s from leader %d: %s; trying again in %d ms",
+                        partition.tp,
+                        self.leader_id,
+                        exc,
+                        self.config.backoff_ms,
+                    )
+                    state.delayed_until = time.monotonic() + self.config.backoff_ms / 1000
+                    return
+                # Offsets out of order: start again from truncation.
                 log.warning(
                     "cannot append %s from leader %d: %s", partition.tp, self.leader_id, exc
                 )

@@ -78,10 +78,17 @@ def test_a_follower_with_a_full_disk_leaves_the_isr_and_rejoins(
     wait_until(lambda: load.oracle.count() > 500, 60, what="records acknowledged")
     ballast = Ballast(follower_disk / "ballast")
     ballast.fill()
+    full_since = time.monotonic()
     wait_until(lambda: isr(cluster, topic, 0) == [0, 1], 60, what="the full follower to leave")
     mark = load.oracle.count()
     wait_until(lambda: load.oracle.count() > mark + 500, 60, what="acks=all without it")
     ballast.remove()
+    # The full follower tries again after replica.fetch.backoff.ms (200 ms here), not at once:
+    # it must not spin on the leader, nor fill its own log with the same warning.
+    full_for = time.monotonic() - full_since
+    follower_log = (cluster.data_dir / f"broker-{FOLLOWER}.log").read_text()
+    refusals = follower_log.count("No space left on device")
+    assert refusals <= 2 * full_for / 0.2 + 10, (refusals, full_for)
     wait_until(lambda: isr(cluster, topic, 0) == [0, 1, FOLLOWER], 60, what="it to rejoin")
     oracle = load.stop()
     assert not oracle.errors, oracle.errors[:5]
