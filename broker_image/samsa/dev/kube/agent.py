@@ -48,6 +48,22 @@ NODE_PREFIX = "samsa-node-"
 TICK = 0.3
 PROBE_SECONDS = 1.0
 NSS_WRAPPER = "libnss_wrapper.so"
+# The sitecustomize of the pods' Python processes (see NodeAgent.name_env).
+_ONE_LOOKUP_AT_A_TIME = """\
+import socket
+import threading
+
+_lookup = threading.Lock()
+_getaddrinfo = socket.getaddrinfo
+
+
+def _one_at_a_time(*args, **kwargs):
+    with _lookup:
+        return _getaddrinfo(*args, **kwargs)
+
+
+socket.getaddrinfo = _one_at_a_time
+"""
 log = logging.getLogger("samsa.dev.kube.agent")
 
 
@@ -150,9 +166,24 @@ class NodeAgent:
     def hosts_file(self) -> Path:
         return self.workdir / "hosts"
 
+    @property
+    def lookup_shim(self) -> Path:
+        return self.workdir / "lookups"
+
     def name_env(self) -> dict[str, str]:
-        """What makes a process resolve pod and Service names as the pods do."""
-        return {"LD_PRELOAD": NSS_WRAPPER, "NSS_WRAPPER_HOSTS": str(self.hosts_file)}
+        """What makes a process resolve pod and Service names as the pods do.
+
+        nss_wrapper 1.1.12 crashes a process (SIGSEGV in libc) when two of its threads look
+        names up while it reloads the hosts file, which this agent replaces as pods come and
+        go; asyncio resolves in executor threads, so a controller connecting to a broker that
+        has just registered did.  Python processes therefore get a ``sitecustomize`` that
+        makes their lookups one at a time."""
+        path = [str(self.lookup_shim), *filter(None, [os.environ.get("PYTHONPATH")])]
+        return {
+            "LD_PRELOAD": NSS_WRAPPER,
+            "NSS_WRAPPER_HOSTS": str(self.hosts_file),
+            "PYTHONPATH": os.pathsep.join(path),
+        }
 
     def resolve(self, host: str) -> str:
         return self.hosts.get(host, host)
@@ -170,9 +201,15 @@ class NodeAgent:
 
     # -- the loop ---------------------------------------------------------------------------
 
-    def start(self) -> NodeAgent:
+    def prepare(self) -> None:
+        """The hosts file and the lookup shim that ``name_env`` points processes at."""
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.hosts_file.write_text("127.0.0.1 localhost\n")
+        self.lookup_shim.mkdir(exist_ok=True)
+        (self.lookup_shim / "sitecustomize.py").write_text(_ONE_LOOKUP_AT_A_TIME)
+
+    def start(self) -> NodeAgent:
+        self.prepare()
         self._task = asyncio.create_task(self.run())
         return self
 
