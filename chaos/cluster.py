@@ -20,12 +20,11 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
 
 from chaos.faults.base import Network
-from samsa.local.cluster import pid_alive
+from samsa.local.cluster import pid_alive, readiness
 from samsa.local.zookeeper import MAIN_CLASS, free_port, zookeeper_classpath
 from samsa.testing.cluster import FAST, REPLICATED
 
@@ -274,12 +273,7 @@ class ChaosCluster:
     def ready(self, broker: int) -> bool:
         if self.broker_pid(broker) is None:
             return False
-        url = f"http://{self.address(f'b{broker}')}:{self._http[broker]}/readyz"
-        try:
-            with urllib.request.urlopen(url, timeout=1.0) as answer:
-                return bool(answer.status == 200)
-        except OSError:
-            return False
+        return readiness(self._http[broker], host=self.address(f"b{broker}"))[0]
 
     def wait_ready(self, timeout: float = 120.0) -> None:
         deadline = time.monotonic() + timeout

@@ -29,6 +29,8 @@ import time
 from pathlib import Path
 from types import TracebackType
 
+from samsa.local.cluster import pid_alive
+
 PREFIX = "samsa-chaos-"
 CUT_PREF = 100
 LOCAL_PREF = 1000
@@ -69,16 +71,6 @@ def unavailable_reason() -> str | None:
     return None
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _set_offloads_off(namespace: str, link: str) -> None:
     """Checksum and segmentation offloads off (ethtool's ioctls; no ethtool binary here), so
     that frames redirected through ``link`` are complete when the delayer reads them."""
@@ -108,7 +100,7 @@ def sweep_stale() -> list[str]:
     tags = set()
     for line in listing.splitlines():
         m = pattern.match(line.strip())
-        if not m or _pid_alive(int(m.group(1))):
+        if not m or pid_alive(int(m.group(1))):
             continue
         name = line.split()[0]
         _kill_namespace_processes(name)

@@ -17,8 +17,6 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
@@ -27,6 +25,7 @@ from kazoo.client import KazooClient
 
 from chaos.faults.base import Network
 from chaos.netns import broker_node
+from samsa.local.cluster import readiness
 from samsa.local.zookeeper import MAIN_CLASS, zookeeper_classpath
 from samsa.testing.cluster import FAST, REPLICATED
 
@@ -85,17 +84,6 @@ def ruok(address: str, timeout: float = 1.0) -> bool:
             return s.recv(16) == b"imok"
     except OSError:
         return False
-
-
-def readiness(address: str, timeout: float = 1.0) -> tuple[bool, str]:
-    url = f"http://{address}:{HTTP_PORT}/readyz"
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as r:
-            return r.status == 200, r.read().decode(errors="replace").strip()
-    except urllib.error.HTTPError as exc:
-        return False, exc.read().decode(errors="replace").strip()
-    except OSError as exc:
-        return False, str(exc)
 
 
 class NetnsCluster:
@@ -246,7 +234,7 @@ class NetnsCluster:
             for b in wanted:
                 if self.broker_pid(b) is None:
                     raise RuntimeError(f"broker {b} exited; see {self.log_path(b)}")
-                ok, why = readiness(self.network.address(broker_node(b)))
+                ok, why = readiness(HTTP_PORT, host=self.network.address(broker_node(b)))
                 if not ok:
                     pending.append(f"broker {b}: {why}")
             if not pending:

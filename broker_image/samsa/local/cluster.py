@@ -59,9 +59,10 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-def readiness(http_port: int, timeout: float = 1.0) -> tuple[bool, str]:
+def readiness(http_port: int, timeout: float = 1.0, host: str = "127.0.0.1") -> tuple[bool, str]:
+    """A broker's /readyz on its side port: (ready, what it says)."""
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/readyz", timeout=timeout) as r:
+        with urllib.request.urlopen(f"http://{host}:{http_port}/readyz", timeout=timeout) as r:
             return r.status == 200, r.read().decode(errors="replace").strip()
     except urllib.error.HTTPError as exc:
         return False, exc.read().decode(errors="replace").strip()

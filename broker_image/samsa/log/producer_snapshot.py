@@ -32,6 +32,7 @@ from pathlib import Path
 
 import crc32c
 
+from samsa.log.checkpoint import write_all
 from samsa.log.producer_state import NUM_BATCHES_TO_RETAIN, BatchMetadata, ProducerStateEntry
 
 SNAPSHOT_SUFFIX = ".snapshot"
@@ -139,10 +140,7 @@ def write_snapshot(path: Path, entries: Iterable[ProducerStateEntry], fsync: boo
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         try:
-            data = encode_snapshot(entries)
-            written = 0
-            while written < len(data):
-                written += os.write(fd, data[written:])
+            write_all(fd, encode_snapshot(entries))
             if fsync:
                 os.fsync(fd)
         finally:
