@@ -2,7 +2,9 @@
 through the samsa source and through Spark's own Kafka connector (format "kafka",
 spark-sql-kafka-0-10), batch and streaming (availableNow), beside the same rows read from
 Parquet files in the same run. The samsa source reads with its columnar Fetch path, and with
-librdkafka (option reader=librdkafka) as the baseline.
+librdkafka (option reader=librdkafka) as the baseline. A last row reads the same number of rows
+from `bench.spark_floor`, a Python source with no I/O that yields ready-made batches: what
+Spark's Python data source path costs by itself, the most any Python source can reach here.
 
 Every read ends in Spark's "noop" sink, so each row is materialised and nothing else is timed.
 The broker is a separate process; Spark, the broker and this script share the machine's cores.
@@ -18,6 +20,7 @@ from pathlib import Path
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from bench import spark_floor
 from bench.standalone import samsa_broker
 from bench.table import Row
 from samsa.dev import jars
@@ -75,11 +78,13 @@ def _stream_row(system: str, count: int, seconds: float, failed_starts: int) -> 
     return _row("spark streaming read (availableNow)", system, count, seconds, note)
 
 
-# (format, samsa reader, row label): the samsa source both ways, then Spark's connector
+# (format, samsa reader, row label): the samsa source both ways, then Spark's connector, then
+# the floor of any Python source (bench.spark_floor: ready-made batches, no I/O)
 SOURCES = (
     ("samsa", "columnar", "samsa source (columnar)"),
     ("samsa", "librdkafka", "samsa source (librdkafka)"),
     ("kafka", "", "kafka connector"),
+    (spark_floor.NAME, "", "Python source floor (ready-made batches)"),
 )
 
 
@@ -92,8 +97,11 @@ def run(quick: bool = False) -> list[Row]:
         spark = local_spark("samsa-bench-spark-read", jars.files("spark-kafka"))
         tmp = Path(tempfile.mkdtemp(prefix="samsa-bench-spark-"))
         try:
+            spark_floor.register(spark)
 
             def source(reader, fmt="samsa"):
+                if fmt == spark_floor.NAME:
+                    return reader.format(fmt).option("rows", count).option("topic", topic)
                 df = reader.format(fmt).option("kafka.bootstrap.servers", bootstrap)
                 return df.option("subscribe", topic)
 
@@ -147,7 +155,9 @@ def run(quick: bool = False) -> list[Row]:
                 raise AssertionError("unreachable")
 
             for fmt, samsa_reader, system in SOURCES:
-                df = source(spark.readStream, fmt).option("startingOffsets", "earliest")
+                df = source(spark.readStream, fmt)
+                if fmt != spark_floor.NAME:
+                    df = df.option("startingOffsets", "earliest")
                 if fmt == "samsa":
                     df = df.option("reader", samsa_reader)
                 name = f"{fmt}-{samsa_reader}"

@@ -3,7 +3,9 @@ Spark: rows per second written by `df.write` through the samsa sink (columnar, a
 row by row as the baseline) and through Spark's own Kafka connector, all from the same
 DataFrame of 100-byte values; then a streaming query from a topic through the samsa source into
 the samsa sink with a 100 ms trigger, and the time from a record's produce to its copy being
-readable in the sink's topic (p50, p99, p99.9).
+readable in the sink's topic (p50, p99, p99.9), beside the same query through Spark's connector.
+Kafka's kafka-producer-perf-test writes the same number of records to the same cluster with no
+Spark at all: the ceiling the sinks share.
 
 Spark, the brokers, the load generator and this script share the machine's cores.
 """
@@ -19,6 +21,7 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from bench import perf_tools
 from bench.samsa_system import SamsaCluster, create_topic
 from bench.table import Row, percentile
 from samsa.dev import jars
@@ -27,6 +30,11 @@ from samsa_spark.local import local_spark
 PARTITIONS = 6
 SIZE = 100
 TRIGGER = "100 milliseconds"
+# The streaming query's format, source and sink alike, and its row's label.
+LATENCY_SYSTEMS = {
+    "samsa": "samsa source to samsa sink",
+    "kafka": "kafka connector to kafka connector",
+}
 _STAMP = struct.Struct(">q")  # produce time, ns since the epoch, at the front of the value
 
 
@@ -53,23 +61,23 @@ def _end_offsets(bootstrap: str, topic: str) -> int:
         c.close()
 
 
-def _latency(spark, bootstrap: str, tmp: Path, seconds: float, rate: int) -> Row:
+def _latency(spark, bootstrap: str, tmp: Path, seconds: float, rate: int, fmt: str) -> Row:
     """Produce `rate` stamped records a second for `seconds` into a topic a streaming query
-    copies through the samsa source and sink; read the copies and take each one's delay."""
-    src, out = "spark-lat-in", "spark-lat-out"
+    copies through format `fmt` (source and sink); read the copies and take each one's delay."""
+    src, out = f"spark-lat-in-{fmt}", f"spark-lat-out-{fmt}"
     for t in (src, out):
         create_topic(bootstrap, t, PARTITIONS, 3, {"min.insync.replicas": "2"})
     q = (
-        spark.readStream.format("samsa")
+        spark.readStream.format(fmt)
         .option("kafka.bootstrap.servers", bootstrap)
         .option("subscribe", src)
         .option("startingOffsets", "latest")
         .load()
         .select("key", "value")
-        .writeStream.format("samsa")
+        .writeStream.format(fmt)
         .option("kafka.bootstrap.servers", bootstrap)
         .option("topic", out)
-        .option("checkpointLocation", str(tmp / "ckpt-latency"))
+        .option("checkpointLocation", str(tmp / f"ckpt-latency-{fmt}"))
         .trigger(processingTime=TRIGGER)
         .start()
     )
@@ -81,7 +89,11 @@ def _latency(spark, bootstrap: str, tmp: Path, seconds: float, rate: int) -> Row
                 raise RuntimeError(f"the latency query did not start: {q.exception()}")
             time.sleep(0.1)
         c = Consumer(
-            {"bootstrap.servers": bootstrap, "group.id": "bench-lat", "fetch.wait.max.ms": 10}
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": f"bench-lat-{fmt}",
+                "fetch.wait.max.ms": 10,
+            }
         )
         c.assign([TopicPartition(out, p, -1) for p in range(PARTITIONS)])  # from the end
         stop = threading.Event()
@@ -129,7 +141,7 @@ def _latency(spark, bootstrap: str, tmp: Path, seconds: float, rate: int) -> Row
     per_batch = sorted(p.durationMs.get("triggerExecution", 0) for p in batches)
     return Row(
         f"spark produce-to-sink latency (trigger {TRIGGER.split()[0]} ms)",
-        "samsa source to samsa sink",
+        LATENCY_SYSTEMS[fmt],
         SIZE,
         msgs_per_s=rate,
         p50_ms=percentile(delays, 0.5),
@@ -177,7 +189,21 @@ def run(quick: bool = False) -> list[Row]:
                 if written != count:
                     note += f"; {written:,} in the topic"
                 rows.append(_rows(count, seconds, system_name, note))
-            rows.append(_latency(spark, bootstrap, tmp, 10 if quick else 30, 1000))
+            # The same cluster's ceiling for these writes, with no Spark in the way: Kafka's
+            # own Java load generator, acks=all, on a fresh topic of the same layout.
+            topic = "spark-write-ceiling"
+            create_topic(bootstrap, topic, PARTITIONS, 3, {"min.insync.replicas": "2"})
+            ceiling = perf_tools.produce(bootstrap, topic, count, SIZE)
+            rows.append(
+                _rows(
+                    count,
+                    count / float(ceiling["msgs_per_s"] or 1),
+                    "kafka-producer-perf-test, no Spark",
+                    f"{count:,} records, acks=all: what the cluster takes",
+                )
+            )
+            for fmt in LATENCY_SYSTEMS:
+                rows.append(_latency(spark, bootstrap, tmp, 10 if quick else 30, 1000, fmt))
         finally:
             spark.stop()
             import shutil
