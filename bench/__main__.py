@@ -97,9 +97,17 @@ def main(argv: list[str] | None = None) -> None:
     elif family == "peers":
         peers.main(argv[1:])
     else:
-        quick = "--quick" in argv
+        # Only --quick goes with no family; anything else (--help, a typo) must not start an
+        # hour of benchmarks.
+        parser = argparse.ArgumentParser(
+            prog="python -m bench",
+            usage="python -m bench [components|peers] [--quick] ...",
+            description="Every benchmark, or one family: components, peers.",
+        )
+        parser.add_argument("--quick", action="store_true", help="small runs for development")
+        quick = parser.parse_args(argv).quick
         components(["--quick"] if quick else [])
-        peers.main(argv)
+        peers.main(["--quick"] if quick else [])
 
 
 if __name__ == "__main__":
