@@ -4,7 +4,7 @@ row by row as the baseline) and through Spark's own Kafka connector, all from th
 DataFrame of 100-byte values; then a streaming query from a topic through the samsa source into
 the samsa sink with a 100 ms trigger, and the time from a record's produce to its copy being
 readable in the sink's topic (p50, p99, p99.9), beside the same query through Spark's connector.
-Kafka's kafka-producer-perf-test writes the same number of records to the same cluster with no
+The harness's librdkafka producer writes the same number of records to the same cluster with no
 Spark at all: the ceiling the sinks share.
 
 Spark, the brokers, the load generator and this script share the machine's cores.
@@ -21,9 +21,9 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from bench import perf_tools
 from bench.samsa_system import SamsaCluster, create_topic
 from bench.table import Row, percentile
+from bench.workloads import measure_throughput
 from samsa.dev import jars
 from samsa_spark.local import local_spark
 
@@ -189,17 +189,20 @@ def run(quick: bool = False) -> list[Row]:
                 if written != count:
                     note += f"; {written:,} in the topic"
                 rows.append(_rows(count, seconds, system_name, note))
-            # The same cluster's ceiling for these writes, with no Spark in the way: Kafka's
-            # own Java load generator, acks=all, on a fresh topic of the same layout.
+            # What the same cluster takes of these writes with no Spark in the way: the
+            # harness's librdkafka producer (a C client; idempotent and acks=all, as the sink),
+            # the same number of records on a fresh topic of the same layout.
             topic = "spark-write-ceiling"
             create_topic(bootstrap, topic, PARTITIONS, 3, {"min.insync.replicas": "2"})
-            ceiling = perf_tools.produce(bootstrap, topic, count, SIZE)
+            peak = measure_throughput(
+                system, "produce", topic, SIZE, count, acks="all", idempotence=True
+            )
             rows.append(
                 _rows(
                     count,
-                    count / float(ceiling["msgs_per_s"] or 1),
-                    "kafka-producer-perf-test, no Spark",
-                    f"{count:,} records, acks=all: what the cluster takes",
+                    count / float(peak["msgs_per_s"] or 1),
+                    "librdkafka producer, no Spark",
+                    f"{count:,} records, idempotent, acks=all: what the cluster takes",
                 )
             )
             for fmt in LATENCY_SYSTEMS:

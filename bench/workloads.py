@@ -144,7 +144,10 @@ def client(system: System, mode: str, **opts: object) -> dict:
 def _args(system: LoadTarget, opts: dict[str, object]) -> list[str]:
     args = ["--endpoint", system.endpoint]
     for key, value in opts.items():
-        args += [f"--{key}", str(value)]
+        if isinstance(value, bool):  # the load generators' switches (store_true)
+            args += [f"--{key}"] if value else []
+        else:
+            args += [f"--{key}", str(value)]
     return args
 
 
