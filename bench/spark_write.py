@@ -5,7 +5,8 @@ DataFrame of 100-byte values; then a streaming query from a topic through the sa
 the samsa sink with a 100 ms trigger, and the time from a record's produce to its copy being
 readable in the sink's topic (p50, p99, p99.9), beside the same query through Spark's connector.
 The harness's librdkafka producer writes the same number of records to the same cluster with no
-Spark at all: the ceiling the sinks share.
+Spark at all, from one Python process. Each write row gives the brokers' CPU per MB and how many
+of the machine's cores they kept busy.
 
 Spark, the brokers, the load generator and this script share the machine's cores.
 """
@@ -38,13 +39,17 @@ LATENCY_SYSTEMS = {
 _STAMP = struct.Struct(">q")  # produce time, ns since the epoch, at the front of the value
 
 
-def _rows(df_count: int, seconds: float, system: str, note: str = "") -> Row:
+def _rows(
+    df_count: int, seconds: float, system: str, note: str = "", broker_cpu_s: float | None = None
+) -> Row:
+    mb = df_count * SIZE / 1e6
     return Row(
         "spark batch write (3 brokers, RF=3)",
         system,
         SIZE,
         msgs_per_s=df_count / seconds,
-        mb_per_s=df_count * SIZE / seconds / 1e6,
+        mb_per_s=mb / seconds,
+        cpu_ms_per_mb=broker_cpu_s * 1000 / mb if broker_cpu_s is not None else None,
         note=note or f"{df_count:,} rows in {seconds:.1f}s",
     )
 
@@ -169,30 +174,52 @@ def run(quick: bool = False) -> list[Row]:
                 f"cast(rpad(cast(id as string), {SIZE}, 'x') as binary) as value",
             ).write.parquet(parquet)
             df = spark.read.parquet(parquet)
+            # Untimed, as the read benchmark's Parquet copy: a small write through each writer
+            # first, on two partitions, so that the timed writes find Spark's write path loaded
+            # and both Python workers started with their imports (numba and the encoder take
+            # seconds in a fresh worker: a session pays that once, and `cold` measures it).
+            warm = spark.range(0, 20_000, numPartitions=2).selectExpr(
+                "cast(cast(id as string) as binary) as key",
+                f"cast(rpad(cast(id as string), {SIZE}, 'x') as binary) as value",
+            )
 
             writers: tuple[tuple[str, dict[str, str], str], ...] = (
                 ("samsa", {"writer": "columnar"}, "samsa sink (columnar)"),
                 ("samsa", {"writer": "librdkafka"}, "samsa sink (librdkafka)"),
                 ("kafka", {}, "kafka connector"),
             )
-            for n, (fmt, opts, system_name) in enumerate(writers):
-                topic = f"spark-write-{n}"
-                create_topic(bootstrap, topic, PARTITIONS, 3, {"min.insync.replicas": "2"})
-                w = df.write.format(fmt).option("kafka.bootstrap.servers", bootstrap)
+
+            def writer(data, fmt: str, opts: dict[str, str], topic: str):
+                w = data.write.format(fmt).option("kafka.bootstrap.servers", bootstrap)
                 for k, v in {**opts, "topic": topic}.items():
                     w = w.option(k, v)
+                return w.mode("append")
+
+            for n, (fmt, opts, system_name) in enumerate(writers):
+                topic = f"spark-write-{n}"
+                for t in (topic, f"{topic}-warm"):
+                    create_topic(bootstrap, t, PARTITIONS, 3, {"min.insync.replicas": "2"})
                 start = time.perf_counter()
-                w.mode("append").save()
+                writer(warm, fmt, opts, f"{topic}-warm").save()
+                cold = time.perf_counter() - start
+                w = writer(df, fmt, opts, topic)
+                start, cpu0 = time.perf_counter(), system.cpu_seconds()
+                w.save()
                 seconds = time.perf_counter() - start
+                broker_cpu_s = system.cpu_seconds() - cpu0
+                cores = broker_cpu_s / seconds
                 written = _end_offsets(bootstrap, topic)
-                note = f"{count:,} rows in {seconds:.1f}s"
+                note = (
+                    f"{count:,} rows in {seconds:.1f}s; brokers busy {cores:.2f} cores; "
+                    f"cold: 20,000 rows first took {cold:.1f}s"
+                )
                 if written != count:
                     note += f"; {written:,} in the topic"
-                rows.append(_rows(count, seconds, system_name, note))
-            # What the same cluster takes of these writes with no Spark in the way: the
-            # harness's librdkafka producer (a C client; idempotent and acks=all, as the sink),
-            # the same number of records on a fresh topic of the same layout.
-            topic = "spark-write-ceiling"
+                rows.append(_rows(count, seconds, system_name, note, broker_cpu_s))
+            # The same records from a plain Kafka client with no Spark in the way: the harness's
+            # librdkafka producer, idempotent and acks=all as the sink, on a fresh topic of the
+            # same layout. One Python process calls produce() per record, which bounds it.
+            topic = "spark-write-client"
             create_topic(bootstrap, topic, PARTITIONS, 3, {"min.insync.replicas": "2"})
             peak = measure_throughput(
                 system, "produce", topic, SIZE, count, acks="all", idempotence=True
@@ -202,7 +229,10 @@ def run(quick: bool = False) -> list[Row]:
                     count,
                     count / float(peak["msgs_per_s"] or 1),
                     "librdkafka producer, no Spark",
-                    f"{count:,} records, idempotent, acks=all: what the cluster takes",
+                    f"{count:,} records, idempotent, acks=all, one Python process",
+                    peak["server_cpu_ms_per_mb"] * count * SIZE / 1e9
+                    if peak["server_cpu_ms_per_mb"] is not None
+                    else None,
                 )
             )
             for fmt in LATENCY_SYSTEMS:
