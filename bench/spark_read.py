@@ -7,11 +7,14 @@ from `bench.spark_floor`, a Python source with no I/O that yields ready-made bat
 Spark's Python data source path costs by itself, the most any Python source can reach here.
 
 Every read ends in Spark's "noop" sink, so each row is materialised and nothing else is timed.
+Each read runs three times in a row (once with --quick); a row gives the median, its note all
+three.
 The broker is a separate process; Spark, the broker and this script share the machine's cores.
 """
 
 from __future__ import annotations
 
+import statistics
 import sys
 import tempfile
 import time
@@ -28,6 +31,7 @@ from samsa_spark.local import local_spark
 
 PARTITIONS = 6
 SIZE = 100
+REPEATS = 3  # each read, batch and streaming, is timed this often; the rows give the median
 
 
 def _fill(bootstrap: str, topic: str, count: int) -> None:
@@ -60,22 +64,24 @@ def _timed(action) -> float:
     return time.perf_counter() - start
 
 
-def _row(workload: str, system: str, count: int, seconds: float, note: str = "") -> Row:
+def _row(workload: str, system: str, count: int, runs: list[float], note: str = "") -> Row:
+    """The median of the runs; the note lists them all."""
+    seconds = statistics.median(runs)
+    each = "/".join(f"{r:.2f}" for r in runs)
     return Row(
         workload,
         system,
         SIZE,
         msgs_per_s=count / seconds,
         mb_per_s=count * SIZE / seconds / 1e6,
-        note=note or f"{count:,} rows in {seconds:.1f}s",
+        note=f"{count:,} rows in {each}s" + note,
     )
 
 
-def _stream_row(system: str, count: int, seconds: float, failed_starts: int) -> Row:
-    note = f"{count:,} rows in {seconds:.1f}s"
-    if failed_starts:
-        note += f" ({failed_starts} failed start(s) before)"
-    return _row("spark streaming read (availableNow)", system, count, seconds, note)
+def _stream_row(system: str, count: int, runs: list[tuple[float, int]]) -> Row:
+    failed = sum(f for _s, f in runs)
+    note = f" ({failed} failed start(s) too)" if failed else ""
+    return _row("spark streaming read (availableNow)", system, count, [s for s, _f in runs], note)
 
 
 # (format, samsa reader, row label): the samsa source both ways, then Spark's connector, then
@@ -90,6 +96,7 @@ SOURCES = (
 
 def run(quick: bool = False) -> list[Row]:
     count = 300_000 if quick else 3_000_000
+    repeats = 1 if quick else REPEATS
     rows: list[Row] = []
     with samsa_broker({"log.segment.bytes": str(256 << 20)}) as (bootstrap, _pid):
         topic = "spark-read"
@@ -120,18 +127,15 @@ def run(quick: bool = False) -> list[Row]:
                 return lambda: df.write.format("noop").mode("overwrite").save()
 
             for fmt, samsa_reader, system in SOURCES:
-                seconds = _timed(noop(batch(fmt, samsa_reader)))
-                rows.append(_row("spark batch read", system, count, seconds))
-            rows.append(
-                _row(
-                    "spark batch read",
-                    "parquet files",
-                    count,
-                    _timed(noop(spark.read.parquet(parquet))),
-                )
-            )
+                runs = [_timed(noop(batch(fmt, samsa_reader))) for _ in range(repeats)]
+                rows.append(_row("spark batch read", system, count, runs))
+            runs = [_timed(noop(spark.read.parquet(parquet))) for _ in range(repeats)]
+            rows.append(_row("spark batch read", "parquet files", count, runs))
 
-            def stream(df, name):
+            def streams(df, name) -> list[tuple[float, int]]:
+                return [stream(df, f"{name}-{n}") for n in range(repeats)]
+
+            def stream(df, name) -> tuple[float, int]:
                 """Seconds of one availableNow run into noop, and how many starts failed first:
                 on a loaded machine a Python source's worker may miss Spark's fixed 10 s to
                 connect back, and the run is then started again from scratch."""
@@ -161,9 +165,9 @@ def run(quick: bool = False) -> list[Row]:
                 if fmt == "samsa":
                     df = df.option("reader", samsa_reader)
                 name = f"{fmt}-{samsa_reader}"
-                rows.append(_stream_row(system, count, *stream(df.load(), name)))
+                rows.append(_stream_row(system, count, streams(df.load(), name)))
             parquet_stream = spark.readStream.schema(schema).parquet(parquet)
-            rows.append(_stream_row("parquet files", count, *stream(parquet_stream, "parquet")))
+            rows.append(_stream_row("parquet files", count, streams(parquet_stream, "parquet")))
         finally:
             spark.stop()
             import shutil
