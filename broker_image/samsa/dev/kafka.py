@@ -25,6 +25,7 @@ from pathlib import Path
 
 from samsa.dev import jars
 from samsa.dev.cache import cache_root
+from samsa.local.cluster import pid_alive
 from samsa.local.ports import free_port
 
 JAR_SET = "kafka"
@@ -261,21 +262,6 @@ class KafkaState:
     cluster_id: str
     nodes: list[KafkaNode] = field(default_factory=list)
     overrides: dict[str, str] = field(default_factory=dict)
-
-
-def pid_alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    with contextlib.suppress(OSError):
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        return stat.split(") ", 1)[1][:1] not in ("Z", "X")
-    return True
 
 
 def server_properties(node: KafkaNode, nodes: list[KafkaNode], log_dir: Path) -> dict[str, str]:

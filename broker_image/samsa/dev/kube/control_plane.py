@@ -20,9 +20,10 @@ import urllib.request
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from samsa.dev.kafka import free_port, pid_alive
+from samsa.dev.kafka import free_port
 from samsa.dev.kube import build, certs
 from samsa.dev.kube.api import kubeconfig
+from samsa.local.cluster import pid_alive
 
 SERVICE_CIDR = "10.96.0.0/16"
 ISSUER = "https://kubernetes.default.svc.cluster.local"
