@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from samsa.dev.kube import images
-from samsa.dev.kube.agent import _expand, _format_map, pod_ip
+from samsa.dev.kube.agent import _expand, _format_map, finished_phase, pod_ip, restarts
 
 
 def test_each_pod_has_a_loopback_address_of_its_own_away_from_127_0_x() -> None:
@@ -74,3 +74,135 @@ def test_downward_api_files_and_variables_read_as_the_kubelet_writes_them() -> N
     text = _format_map({"b": "2", "kafka.samsa.dev/rack": "zone-1"})
     assert text == 'b="2"\nkafka.samsa.dev/rack="zone-1"'
     assert _expand("$(A):$(B)", {"A": "x"}) == "x:$(B)"
+
+
+def test_spark_pods_run_the_entrypoints_modes_on_the_local_pyspark(tmp_path: Path) -> None:
+    conf, token = tmp_path / "conf", tmp_path / "sa"
+    conf.mkdir()
+    (conf / "spark.properties").write_text(
+        "spark.app.name=report\n"
+        "spark.kubernetes.executor.podTemplateFile=/opt/spark/pod-template/pod-spec-template.yml\n"
+    )
+    mounts = {
+        "/opt/spark/conf": conf,
+        "/opt/spark/pod-template": tmp_path / "template",
+        "/var/run/secrets/kubernetes.io/serviceaccount": token,
+        "/var/data/spark-1": tmp_path / "local",
+    }
+    home, jobs = tmp_path / "pyspark", tmp_path / "jobs"
+    driver = {
+        "args": [
+            "driver",
+            "--properties-file",
+            "/opt/spark/conf/spark.properties",
+            "--class",
+            "org.apache.spark.deploy.PythonRunner",
+            "local:///opt/samsa/jobs/lag_report.py",
+            "--topics",
+            "clicks",
+        ]
+    }
+    env = {
+        "SPARK_DRIVER_BIND_ADDRESS": "127.9.9.9",
+        "SPARK_LOCAL_DIRS": "/var/data/spark-1",
+        "SPARK_CONF_DIR": "/opt/spark/conf",
+    }
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    argv = images.spark_command(
+        driver, env, mounts, "127.9.9.9", "https://127.0.0.1:6443", home, jobs, scratch
+    )
+    assert argv[0] == "env"
+    assert f"SPARK_HOME={home}" in argv and f"PYSPARK_PYTHON={sys.executable}" in argv
+    assert f"SPARK_LOCAL_DIRS={tmp_path / 'local'}" in argv
+    submit = argv.index(str(home / "bin" / "spark-submit"))
+    assert argv[submit + 1 :] == [
+        "--conf",
+        "spark.driver.bindAddress=127.9.9.9",
+        "--conf",
+        "spark.kubernetes.driver.master=https://127.0.0.1:6443",
+        "--conf",
+        f"spark.kubernetes.authenticate.driver.mounted.oauthTokenFile={token / 'token'}",
+        "--conf",
+        f"spark.kubernetes.authenticate.driver.mounted.caCertFile={token / 'ca.crt'}",
+        "--deploy-mode",
+        "client",
+        "--properties-file",
+        str(scratch / "spark.properties"),
+        "--class",
+        "org.apache.spark.deploy.PythonRunner",
+        f"local://{jobs / 'lag_report.py'}",
+        "--topics",
+        "clicks",
+    ]
+    # The properties' container paths are the pod's folders too; the original is untouched.
+    assert (
+        f"podTemplateFile={tmp_path / 'template' / 'pod-spec-template.yml'}"
+        in (scratch / "spark.properties").read_text()
+    )
+    assert "/opt/spark/pod-template/" in (conf / "spark.properties").read_text()
+
+    executor_env = {
+        "SPARK_DRIVER_URL": "spark://CoarseGrainedScheduler@report-svc.ns.svc:7078",
+        "SPARK_EXECUTOR_ID": "1",
+        "SPARK_EXECUTOR_CORES": "2",
+        "SPARK_EXECUTOR_MEMORY": "512m",
+        "SPARK_APPLICATION_ID": "spark-1",
+        "SPARK_EXECUTOR_POD_IP": "127.8.8.8",
+        "SPARK_EXECUTOR_POD_NAME": "report-exec-1",
+        "SPARK_RESOURCE_PROFILE_ID": "0",
+        "SPARK_JAVA_OPT_10": "-Dlast",
+        "SPARK_JAVA_OPT_2": "-Dfirst",
+        "SPARK_CONF_DIR": "/opt/spark/conf",
+    }
+    argv = images.spark_command(
+        {"args": ["executor"]}, executor_env, mounts, "127.8.8.8", "", home, jobs, scratch
+    )
+    java = argv.index("java")
+    assert argv[java + 1 : java + 6] == ["-Dfirst", "-Dlast", "-Xms512m", "-Xmx512m", "-cp"]
+    assert argv[java + 6] == f"{conf}:{home / 'jars'}/*"
+    assert argv[java + 7 :] == [
+        images.EXECUTOR_BACKEND,
+        "--driver-url",
+        "spark://CoarseGrainedScheduler@report-svc.ns.svc:7078",
+        "--executor-id",
+        "1",
+        "--cores",
+        "2",
+        "--app-id",
+        "spark-1",
+        "--hostname",
+        "127.8.8.8",
+        "--resourceProfileId",
+        "0",
+        "--podName",
+        "report-exec-1",
+    ]
+    with pytest.raises(images.UnknownImage, match="driver or executor"):
+        images.spark_command({"args": ["bash"]}, {}, {}, "", "", home, jobs, scratch)
+    assert images.is_spark("samsa-spark:0.1.0") and images.is_spark("apache/spark:4.2.0")
+    assert images.in_cluster_client("samsa-spark:0.1.0")
+    assert not images.in_cluster_client("ghcr.io/samsa-dev/samsa:0.1.0")
+
+
+@pytest.mark.parametrize(
+    ("policy", "code", "again"),
+    [
+        ("Always", 0, True),
+        ("Always", 1, True),
+        ("OnFailure", 0, False),
+        ("OnFailure", 3, True),
+        ("Never", 0, False),
+        ("Never", 1, False),
+    ],
+)
+def test_an_exited_container_starts_again_as_its_restart_policy_says(
+    policy: str, code: int, again: bool
+) -> None:
+    assert restarts(policy, code) is again
+
+
+def test_a_pod_whose_containers_all_exited_succeeded_only_if_every_one_exited_0() -> None:
+    assert finished_phase([0, 0]) == "Succeeded"
+    assert finished_phase([0, 1]) == "Failed"
+    assert finished_phase([137]) == "Failed"

@@ -9,11 +9,14 @@ namespaces it is given. There is no container runtime: each container is a local
 - Each pod has its own loopback address, ``127.x.y.z`` from its uid: its processes bind and
   advertise it, as a pod its IP. Names resolve through nss_wrapper (``LD_PRELOAD``) from a
   hosts file kept here: each pod's ``<hostname>.<subdomain>.<namespace>.svc[.cluster.local]``
-  and each Service's name (to a ready pod of it: Service ports must equal their target
+  (its bare name when it has no subdomain, as its own /etc/hosts would say) and each Service's
+  name (to a ready pod of it: Service ports must equal their target
   ports, there is no kube-proxy).
 - The pod's status: its IP, phase, conditions and container statuses; readiness from the
   container's readinessProbe (httpGet, tcpSocket, exec), every ``PROBE_SECONDS``.
-- A container that exits is started again (restartPolicy Always).
+- A container that exits is started again as the pod's restartPolicy says (Always; OnFailure
+  when its exit code is not 0; never with Never). Once every container has exited for good the
+  pod is Succeeded (all exit codes 0) or Failed, with each container's terminated state.
 - A deleted pod: SIGTERM, SIGKILL once its grace period is over, then the pod is removed
   with grace 0, as a kubelet finishes a deletion.
 """
@@ -93,6 +96,7 @@ class Process:
     restarts: int = 0
     ready: bool = False
     started_at: str = ""
+    finished_at: str = ""  # set once it exited for good (restartPolicy Never or OnFailure)
 
     def start(self) -> None:
         with self.log.open("ab") as out:
@@ -113,6 +117,10 @@ class Process:
 
     def running(self) -> bool:
         return self.popen is not None and self.popen.poll() is None
+
+    @property
+    def exit_code(self) -> int | None:
+        return self.popen.poll() if self.popen is not None else None
 
     def signal(self, sig: int) -> None:
         if self.popen is not None and self.popen.poll() is None:
@@ -282,13 +290,22 @@ class NodeAgent:
                 continue
             self._refresh_downward(run, pod)
             if run.phase == "Running" and run.terminating is None:
+                policy = pod["spec"].get("restartPolicy") or "Always"
                 for p in run.processes:
-                    if not p.running():
-                        self.events.append(Event(time.monotonic(), "crash", run.name, p.pid or 0))
-                        p.restarts += 1
-                        p.ready = False
-                        p.start()
-                        self.events.append(Event(time.monotonic(), "start", run.name, p.pid or 0))
+                    if p.running() or p.finished_at:
+                        continue
+                    p.ready = False
+                    if not restarts(policy, p.exit_code):
+                        p.finished_at = now()
+                        self.events.append(Event(time.monotonic(), "exit", run.name, p.pid or 0))
+                        continue
+                    self.events.append(Event(time.monotonic(), "crash", run.name, p.pid or 0))
+                    p.restarts += 1
+                    p.start()
+                    self.events.append(Event(time.monotonic(), "start", run.name, p.pid or 0))
+                if run.processes and all(p.finished_at for p in run.processes):
+                    run.phase = finished_phase([p.exit_code for p in run.processes])
+                    await self._report(run, pod)
         for uid, run in list(self.pods.items()):
             if uid not in seen and run.terminating is None:  # removed without us: kill
                 if run.starting is not None:
@@ -316,6 +333,10 @@ class NodeAgent:
             if spec.get("hostname") and spec.get("subdomain"):
                 base = f"{spec['hostname']}.{spec['subdomain']}.{ns}.svc"
                 hosts[base] = hosts[base + ".cluster.local"] = ip
+            else:
+                # A kubelet puts the pod's own name in its /etc/hosts (the JVM looks itself up
+                # by it); pods with a subdomain are known by the longer name above.
+                hosts.setdefault(spec.get("hostname") or meta["name"], ip)
             if _condition(pod, "Ready"):
                 ready_by_ns.setdefault(ns, []).append(pod)
         for svc in await self._list("services"):
@@ -483,9 +504,16 @@ class NodeAgent:
         scratch = run.folder / "containers" / container["name"]
         scratch.mkdir(parents=True, exist_ok=True)
         argv = images.command(
-            container["image"], container, env, mounts, run.ip, ordinal(run.name), scratch
+            container["image"],
+            container,
+            env,
+            mounts,
+            run.ip,
+            ordinal(run.name),
+            scratch,
+            api_server=self.api.server,
         )
-        if images.repository(container["image"]).endswith("/samsa-operator"):
+        if images.in_cluster_client(container["image"]):
             # Its ServiceAccount token, as in-cluster config would read it, in a kubeconfig.
             token_dir = mounts.get("/var/run/secrets/kubernetes.io/serviceaccount")
             if token_dir is not None:
@@ -541,12 +569,22 @@ class NodeAgent:
 
     async def _report(self, run: PodRun, pod: Obj) -> None:
         ready = run.phase == "Running" and all(p.ready for p in run.processes)
-        started = run.phase == "Running"
+        started = run.phase in ("Running", "Succeeded", "Failed")
         statuses = []
         for i, container in enumerate(pod["spec"]["containers"]):
             p = run.processes[i] if i < len(run.processes) else None
             state: Obj
-            if p is not None and p.started_at:
+            if p is not None and p.finished_at:
+                code = p.exit_code or 0
+                state = {
+                    "terminated": {
+                        "exitCode": code,
+                        "reason": "Completed" if code == 0 else "Error",
+                        "startedAt": p.started_at,
+                        "finishedAt": p.finished_at,
+                    }
+                }
+            elif p is not None and p.started_at:
                 state = {"running": {"startedAt": p.started_at}}
             else:
                 state = {
@@ -689,6 +727,20 @@ class NodeAgent:
 
     def remove_files(self) -> None:
         shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def restarts(policy: str, exit_code: int | None) -> bool:
+    """Whether a kubelet starts an exited container again, by the pod's restartPolicy."""
+    if policy == "Never":
+        return False
+    if policy == "OnFailure":
+        return exit_code != 0
+    return True
+
+
+def finished_phase(exit_codes: list[int | None]) -> str:
+    """The phase of a pod whose containers have all exited for good."""
+    return "Succeeded" if all(code == 0 for code in exit_codes) else "Failed"
 
 
 def _condition(pod: Obj, kind: str) -> bool:

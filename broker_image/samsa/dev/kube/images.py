@@ -6,11 +6,19 @@ what the image would. Paths in the container (its volume mounts) become the pod'
 - the operator image (``.../samsa-operator``): ``python -m samsa_operator`` with its args;
 - the official ZooKeeper image (``zookeeper``): what its entrypoint does, a zoo.cfg from the
   ``ZOO_*`` environment and ``myid`` from the ordinal, then Debian's ZooKeeper server, bound
-  to the pod's IP.
+  to the pod's IP;
+- the Spark image (``samsa-spark``, or Spark's own ``spark``): what Spark's entrypoint.sh does
+  for the pods Spark on Kubernetes makes, with the local PySpark as ``SPARK_HOME`` and this
+  interpreter as the Python. ``driver`` runs spark-submit in client mode bound to the pod's IP,
+  its Kubernetes client pointed at the API server with the pod's ServiceAccount token (the
+  in-cluster address, kubernetes.default.svc on 443, has no kube-proxy here); ``executor``
+  runs KubernetesExecutorBackend from the ``SPARK_*`` environment. The image's job folder,
+  ``/opt/samsa/jobs``, is this checkout's ``spark-on-k8s/jobs``.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import sys
 from pathlib import Path
@@ -72,6 +80,123 @@ def zookeeper_config(
     return "\n".join(lines) + "\n"
 
 
+def is_spark(image: str) -> bool:
+    return repository(image).rsplit("/", 1)[-1] in ("samsa-spark", "spark")
+
+
+def in_cluster_client(image: str) -> bool:
+    """Whether the image's programs talk to the API server with the pod's ServiceAccount, as
+    in-cluster config (which the agent turns into a kubeconfig: there is no in-cluster address
+    here): the operator, and the Spark jobs' driver reading a KafkaCluster's status."""
+    return repository(image).endswith("/samsa-operator") or is_spark(image)
+
+
+# Where the Spark image keeps what Spark on Kubernetes names in its pods.
+SPARK_JOBS = "/opt/samsa/jobs"
+SERVICE_ACCOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
+EXECUTOR_BACKEND = "org.apache.spark.scheduler.cluster.k8s.KubernetesExecutorBackend"
+
+
+def _package_dir(name: str) -> Path:
+    spec = importlib.util.find_spec(name)
+    if spec is None or spec.origin is None:
+        raise UnknownImage(f"the Spark image needs the {name} package installed here")
+    return Path(spec.origin).parent
+
+
+def _spark_path(arg: str, mounts: dict[str, Path]) -> str:
+    """A container path (or a ``local://`` URI of one) as the path it is here."""
+    scheme = "local://" if arg.startswith("local://") else ""
+    return scheme + mapped(arg[len(scheme) :], mounts)
+
+
+def spark_command(
+    container: dict[str, object],
+    env: dict[str, str],
+    mounts: dict[str, Path],
+    pod_ip: str,
+    api_server: str,
+    spark_home: Path,
+    jobs: Path,
+    scratch: Path,
+) -> list[str]:
+    """Spark's entrypoint.sh for its ``driver`` and ``executor`` pods, run here. The driver's
+    properties file names container paths too (the executors' pod template, mounted from a
+    ConfigMap): a copy with them mapped goes to `scratch`."""
+    args = [str(a) for a in container.get("args") or []]  # type: ignore[attr-defined]
+    paths: dict[str, Path] = {SPARK_JOBS: jobs, **mounts}
+    setting: dict[str, str] = {
+        "SPARK_HOME": str(spark_home),
+        "PYSPARK_PYTHON": sys.executable,
+        # The in-image paths Spark's pod spec gives these point at the pod's folders.
+        **{
+            k: mapped(env[k], paths)
+            for k in ("SPARK_LOCAL_DIRS", "SPARK_CONF_DIR", "SPARK_EXECUTOR_DIRS")
+            if k in env
+        },
+    }
+    prefix = ["env", *(f"{k}={v}" for k, v in setting.items())]
+    if args[:1] == ["driver"]:
+        token = mounts.get(SERVICE_ACCOUNT)
+        client = ["--conf", f"spark.kubernetes.driver.master={api_server}"]
+        if token is not None:
+            auth = "spark.kubernetes.authenticate.driver.mounted"
+            client += ["--conf", f"{auth}.oauthTokenFile={token / 'token'}"]
+            client += ["--conf", f"{auth}.caCertFile={token / 'ca.crt'}"]
+        bind = env.get("SPARK_DRIVER_BIND_ADDRESS") or pod_ip
+        rest = [_spark_path(a, paths) for a in args[1:]]
+        if "--properties-file" in rest[:-1]:
+            at = rest.index("--properties-file") + 1
+            local = scratch / "spark.properties"
+            local.write_text(mapped(Path(rest[at]).read_text(), paths))
+            rest[at] = str(local)
+        return [
+            *prefix,
+            str(spark_home / "bin" / "spark-submit"),
+            "--conf",
+            f"spark.driver.bindAddress={bind}",
+            *client,
+            "--deploy-mode",
+            "client",
+            *rest,
+        ]
+    if args[:1] == ["executor"]:
+        java_opts = [
+            env[k]
+            for k in sorted(
+                (k for k in env if k.startswith("SPARK_JAVA_OPT_")),
+                key=lambda k: int(k.rsplit("_", 1)[1]),
+            )
+        ]
+        conf_dir = setting.get("SPARK_CONF_DIR", str(spark_home / "conf"))
+        memory = env.get("SPARK_EXECUTOR_MEMORY", "1g")
+        return [
+            *prefix,
+            "java",
+            *java_opts,
+            f"-Xms{memory}",
+            f"-Xmx{memory}",
+            "-cp",
+            f"{conf_dir}:{spark_home / 'jars'}/*",
+            EXECUTOR_BACKEND,
+            "--driver-url",
+            env["SPARK_DRIVER_URL"],
+            "--executor-id",
+            env["SPARK_EXECUTOR_ID"],
+            "--cores",
+            env.get("SPARK_EXECUTOR_CORES", "1"),
+            "--app-id",
+            env["SPARK_APPLICATION_ID"],
+            "--hostname",
+            env.get("SPARK_EXECUTOR_POD_IP") or pod_ip,
+            "--resourceProfileId",
+            env.get("SPARK_RESOURCE_PROFILE_ID", "0"),
+            "--podName",
+            env.get("SPARK_EXECUTOR_POD_NAME", ""),
+        ]
+    raise UnknownImage(f"the Spark image runs driver or executor pods, not {args[:1]}")
+
+
 def command(
     image: str,
     container: dict[str, object],
@@ -80,9 +205,21 @@ def command(
     pod_ip: str,
     ordinal: int,
     scratch: Path,
+    api_server: str = "",
 ) -> list[str]:
     """The local command line that plays this container."""
     repo = repository(image)
+    if is_spark(image):
+        return spark_command(
+            container,
+            env,
+            mounts,
+            pod_ip,
+            api_server,
+            _package_dir("pyspark"),
+            _package_dir("samsa_spark").parent / "jobs",
+            scratch,
+        )
     cmd = [str(c) for c in container.get("command") or []]  # type: ignore[attr-defined]
     args = [str(a) for a in container.get("args") or []]  # type: ignore[attr-defined]
     if repo.endswith("/samsa-operator"):
