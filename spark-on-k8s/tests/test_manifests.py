@@ -279,3 +279,44 @@ def test_the_secured_application_authenticates_with_its_kafka_users_secret(tmp_p
         "kafka.ssl.truststore.type": "PEM",
         "kafka.ssl.truststore.location": str(tmp_path / "ca" / "ca.crt"),
     }
+
+
+def _restricted(pod_security: dict[str, Any], container_security: dict[str, Any]) -> list[str]:
+    """What the restricted Pod Security Standard refuses in one container's settings."""
+    both = {**pod_security, **container_security}
+    problems = []
+    if both.get("runAsNonRoot") is not True:
+        problems.append("runAsNonRoot")
+    if container_security.get("allowPrivilegeEscalation") is not False:
+        problems.append("allowPrivilegeEscalation")
+    if "ALL" not in (container_security.get("capabilities") or {}).get("drop", []):
+        problems.append("capabilities.drop ALL")
+    if (both.get("seccompProfile") or {}).get("type") not in ("RuntimeDefault", "Localhost"):
+        problems.append("seccompProfile")
+    return problems
+
+
+def test_every_pod_the_manifests_make_is_admitted_in_a_restricted_namespace():
+    """The submitter Job, the SparkApplications' drivers and executors, and the pods spark-submit
+    makes from the pod template (which the Job mounts from its ConfigMap, a copy kept equal)."""
+    template = yaml.safe_load((MANIFESTS / "pod-templates" / "restricted.yaml").read_text())
+    kubernetes_validate.validate(template, K8S_VERSIONS[-1], strict=True)
+    tspec = template["spec"]
+    assert _restricted(tspec["securityContext"], tspec["containers"][0]["securityContext"]) == []
+    (job,) = _by_kind("Job")
+    pod = job["spec"]["template"]["spec"]
+    for c in pod["containers"]:
+        assert _restricted(pod["securityContext"], c["securityContext"]) == [], c["name"]
+    for app in _by_kind("SparkApplication"):
+        for part in ("driver", "executor"):
+            assert _restricted({}, app["spec"][part]["securityContext"]) == [], part
+    # spark-submit in the Job reads the template from its ConfigMap, mounted where it points.
+    (config,) = [c for c in _by_kind("ConfigMap") if "restricted.yaml" in c.get("data", {})]
+    assert yaml.safe_load(config["data"]["restricted.yaml"]) == template
+    command = pod["containers"][0]["command"]
+    [mount] = [m for m in pod["containers"][0]["volumeMounts"] if m["name"] == "pod-template"]
+    [volume] = [v for v in pod["volumes"] if v["name"] == "pod-template"]
+    assert volume["configMap"]["name"] == config["metadata"]["name"]
+    for part in ("driver", "executor"):
+        conf = f"spark.kubernetes.{part}.podTemplateFile={mount['mountPath']}/restricted.yaml"
+        assert conf in command
