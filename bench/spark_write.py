@@ -39,18 +39,15 @@ LATENCY_SYSTEMS = {
 _STAMP = struct.Struct(">q")  # produce time, ns since the epoch, at the front of the value
 
 
-def _rows(
-    df_count: int, seconds: float, system: str, note: str = "", broker_cpu_s: float | None = None
-) -> Row:
-    mb = df_count * SIZE / 1e6
+def _rows(msgs_per_s: float, system: str, note: str, cpu_ms_per_mb: float | None = None) -> Row:
     return Row(
         "spark batch write (3 brokers, RF=3)",
         system,
         SIZE,
-        msgs_per_s=df_count / seconds,
-        mb_per_s=mb / seconds,
-        cpu_ms_per_mb=broker_cpu_s * 1000 / mb if broker_cpu_s is not None else None,
-        note=note or f"{df_count:,} rows in {seconds:.1f}s",
+        msgs_per_s=msgs_per_s,
+        mb_per_s=msgs_per_s * SIZE / 1e6,
+        cpu_ms_per_mb=cpu_ms_per_mb,
+        note=note,
     )
 
 
@@ -215,7 +212,8 @@ def run(quick: bool = False) -> list[Row]:
                 )
                 if written != count:
                     note += f"; {written:,} in the topic"
-                rows.append(_rows(count, seconds, system_name, note, broker_cpu_s))
+                cpu_ms_per_mb = broker_cpu_s * 1000 / (count * SIZE / 1e6)
+                rows.append(_rows(count / seconds, system_name, note, cpu_ms_per_mb))
             # The same records from a plain Kafka client with no Spark in the way: the harness's
             # librdkafka producer, idempotent and acks=all as the sink, on a fresh topic of the
             # same layout. One Python process calls produce() per record, which bounds it.
@@ -226,13 +224,10 @@ def run(quick: bool = False) -> list[Row]:
             )
             rows.append(
                 _rows(
-                    count,
-                    count / float(peak["msgs_per_s"] or 1),
+                    peak["msgs_per_s"] or 0.0,
                     "librdkafka producer, no Spark",
                     f"{count:,} records, idempotent, acks=all, one Python process",
-                    peak["server_cpu_ms_per_mb"] * count * SIZE / 1e9
-                    if peak["server_cpu_ms_per_mb"] is not None
-                    else None,
+                    peak["server_cpu_ms_per_mb"],
                 )
             )
             for fmt in LATENCY_SYSTEMS:

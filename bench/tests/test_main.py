@@ -16,23 +16,26 @@ def ran(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return calls
 
 
-def test_help_prints_the_usage_and_runs_nothing(
-    ran: list[str], capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize(
+    ("argv", "code", "stream", "says"),
+    [
+        (["--help"], 0, "out", "usage: python -m bench"),
+        (["--qick"], 2, "err", "unrecognized arguments: --qick"),
+    ],
+    ids=["help prints the usage", "a mistyped flag is an error"],
+)
+def test_help_or_a_mistyped_flag_runs_nothing(
+    argv: list[str],
+    code: int,
+    stream: str,
+    says: str,
+    ran: list[str],
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     with pytest.raises(SystemExit) as exit_:
-        cli.main(["--help"])
-    assert exit_.value.code == 0
-    assert "usage: python -m bench" in capsys.readouterr().out
-    assert ran == []
-
-
-def test_a_mistyped_flag_is_an_error_and_runs_nothing(
-    ran: list[str], capsys: pytest.CaptureFixture[str]
-) -> None:
-    with pytest.raises(SystemExit) as exit_:
-        cli.main(["--qick"])
-    assert exit_.value.code == 2
-    assert "unrecognized arguments: --qick" in capsys.readouterr().err
+        cli.main(argv)
+    assert exit_.value.code == code
+    assert says in getattr(capsys.readouterr(), stream)
     assert ran == []
 
 

@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pyspark
 import pytest
 import yaml
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -26,7 +27,7 @@ from samsa.testing.kube import KubeNamespace
 pytestmark = pytest.mark.slow
 
 MANIFESTS = REPO / "spark-on-k8s" / "manifests"
-SPARK_HOME = Path(__import__("pyspark").__file__).parent
+SPARK_HOME = Path(pyspark.__file__).parent
 TOPIC = "clicks"
 PARTITIONS = 3
 PER_PARTITION = 400

@@ -21,7 +21,9 @@ from __future__ import annotations
 import importlib.util
 import re
 import sys
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from samsa.local.zookeeper import MAIN_CLASS, zookeeper_classpath
 
@@ -111,7 +113,7 @@ def _spark_path(arg: str, mounts: dict[str, Path]) -> str:
 
 
 def spark_command(
-    container: dict[str, object],
+    container: Mapping[str, Any],
     env: dict[str, str],
     mounts: dict[str, Path],
     pod_ip: str,
@@ -123,7 +125,7 @@ def spark_command(
     """Spark's entrypoint.sh for its ``driver`` and ``executor`` pods, run here. The driver's
     properties file names container paths too (the executors' pod template, mounted from a
     ConfigMap): a copy with them mapped goes to `scratch`."""
-    args = [str(a) for a in container.get("args") or []]  # type: ignore[attr-defined]
+    args = [str(a) for a in container.get("args") or []]
     paths: dict[str, Path] = {SPARK_JOBS: jobs, **mounts}
     setting: dict[str, str] = {
         "SPARK_HOME": str(spark_home),
