@@ -47,15 +47,21 @@ def bootstrap_of(cluster: Mapping[str, Any], listener: str | None = None) -> str
 def bootstrap_from_cluster(
     name: str, namespace: str | None = None, listener: str | None = None
 ) -> str:
+    """The named KafkaCluster's bootstrap servers, read with in-cluster config (the pod's
+    ServiceAccount), or else a kubeconfig's. Its namespace, unless given, is the pod's own,
+    or the kubeconfig context's, as kubectl takes it."""
     from kubernetes import client, config
 
     try:
         config.load_incluster_config()
+        if namespace is None and _SA_NAMESPACE.exists():
+            namespace = _SA_NAMESPACE.read_text().strip()
     except config.ConfigException:
         config.load_kube_config()
-    if namespace is None:
-        namespace = _SA_NAMESPACE.read_text().strip() if _SA_NAMESPACE.exists() else "default"
+        if namespace is None:
+            _contexts, active = config.list_kube_config_contexts()
+            namespace = ((active or {}).get("context") or {}).get("namespace")
     obj: Any = client.CustomObjectsApi().get_namespaced_custom_object(
-        GROUP, VERSION, namespace, PLURAL, name
+        GROUP, VERSION, namespace or "default", PLURAL, name
     )
     return bootstrap_of(obj, listener)

@@ -106,10 +106,9 @@ async def test_spark_submit_runs_the_lag_report_on_kubernetes_against_the_operat
             for word in ("--conf", f"{key}={value}")
         ),
         "local:///opt/samsa/jobs/lag_report.py",
+        # In the driver's own namespace: no --namespace.
         "--kafka-cluster",
         NAME,
-        "--namespace",
-        kube.name,
         "--topics",
         TOPIC,
         "--output",
