@@ -92,6 +92,15 @@ def test_spark_application_pod_parts_validate_as_kubernetes_types(version):
         _validate_pod_parts(app["spec"], version)
 
 
+def _pod(spec: dict[str, Any], role: str) -> dict[str, Any]:
+    """The pod spec of the driver's or executors' pod template, with the image spark-submit
+    puts in its container."""
+    pod = copy.deepcopy(spec[role]["template"]["spec"])
+    [container] = pod["containers"]
+    container["image"] = spec["image"]
+    return dict(pod)
+
+
 def _validate_pod_parts(spec: dict[str, Any], version: str) -> None:
     for role in ("driver", "executor"):
         part = spec[role]
@@ -99,20 +108,36 @@ def _validate_pod_parts(spec: dict[str, Any], version: str) -> None:
             "apiVersion": "v1",
             "kind": "Pod",
             "metadata": {"name": f"check-{role}", "labels": part.get("labels", {})},
-            "spec": {
-                "volumes": spec.get("volumes", []),
-                "containers": [
-                    {
-                        "name": "spark-kubernetes-driver",
-                        "image": spec["image"],
-                        "volumeMounts": part.get("volumeMounts", []),
-                        "securityContext": part.get("securityContext", {}),
-                        "env": part.get("env", []),
-                    }
-                ],
-            },
+            "spec": _pod(spec, role),
         }
         kubernetes_validate.validate(pod, version, strict=True)
+
+
+SECURED = MANIFESTS / "secured" / "ad-clicks-sasl-ssl.yaml"
+
+
+def _every_spark_application() -> list[dict[str, Any]]:
+    secured = [d for d in yaml.safe_load_all(SECURED.read_text()) if d]
+    return _by_kind("SparkApplication") + [d for d in secured if d["kind"] == "SparkApplication"]
+
+
+@pytest.mark.parametrize("app", _every_spark_application(), ids=lambda a: a["metadata"]["name"])
+def test_no_application_needs_the_spark_operators_webhook(app):
+    """Without the spark-operator's admission webhook (webhook.enable=false, or the webhook
+    down), the operator drops a SparkApplication's volumes and security contexts without a
+    word: the checkpoint would not be on its volume, and a restricted namespace refuses the
+    pods. Each pod's template carries them instead, which spark-submit merges."""
+    spec = app["spec"]
+    assert "volumes" not in spec
+    for role in ("driver", "executor"):
+        assert not {"securityContext", "volumeMounts", "podSecurityContext"} & set(spec[role])
+        pod = _pod(spec, role)
+        [container] = pod["containers"]
+        # The container spark-submit merges into, by the name the spark-operator gives it.
+        assert container["name"] == f"spark-kubernetes-{role}"
+        mounted = {m["name"] for m in container["volumeMounts"]}
+        assert mounted == {v["name"] for v in pod["volumes"]}
+        assert "/checkpoints" in {m["mountPath"] for m in container["volumeMounts"]}
 
 
 def test_validation_catches_mistakes():
@@ -148,8 +173,13 @@ def test_the_pieces_fit_together(app):
         {"kind": "ServiceAccount", "name": "samsa-spark", "namespace": "samsa"}
     ]
     assert binding["roleRef"]["name"] == role["metadata"]["name"]
-    claims = {v["persistentVolumeClaim"]["claimName"] for v in spec["volumes"]}
-    assert claims == {claim["metadata"]["name"]}
+    for part in ("driver", "executor"):
+        claims = {
+            v["persistentVolumeClaim"]["claimName"]
+            for v in _pod(spec, part)["volumes"]
+            if "persistentVolumeClaim" in v
+        }
+        assert claims == {claim["metadata"]["name"]}
     command = job["spec"]["template"]["spec"]["containers"][0]["command"]
     assert any(claim["metadata"]["name"] in c for c in command)
     # The bootstrap servers come from the KafkaCluster's status, in both ways of submitting.
@@ -170,7 +200,7 @@ def test_the_pieces_fit_together(app):
     dockerfile = (HERE / "Dockerfile").read_text()
     assert dockerfile.rstrip().splitlines()[-2] == "USER 185"
     for part in ("driver", "executor"):
-        assert spec[part]["securityContext"]["runAsNonRoot"] is True
+        assert _pod(spec, part)["securityContext"]["runAsNonRoot"] is True
 
 
 def test_one_application_runs_through_sparks_own_kafka_connector():
@@ -222,17 +252,17 @@ def test_the_secured_application_authenticates_with_its_kafka_users_secret(tmp_p
     from samsa_spark import k8s
     from samsa_spark.jobs.common import arguments
 
-    user, app = yaml.safe_load_all((MANIFESTS / "secured" / "ad-clicks-sasl-ssl.yaml").read_text())
+    user, app = yaml.safe_load_all(SECURED.read_text())
     assert OAS30Validator(crds.openapi_schema("KafkaUser")).is_valid(user)
     models.parse_spec(models.KafkaUserSpec, user["spec"])
     assert _errors(_spark_app_validator(), app) == []
-    secrets = {
-        v["name"]: v["secret"]["secretName"] for v in app["spec"]["volumes"] if "secret" in v
-    }
-    assert secrets == {
-        "kafka-user": user["metadata"]["name"],
-        "kafka-ca": f"{user['spec']['clusterRef']}-cluster-ca-cert",
-    }
+    for role in ("driver", "executor"):
+        pod = _pod(app["spec"], role)
+        secrets = {v["name"]: v["secret"]["secretName"] for v in pod["volumes"] if "secret" in v}
+        assert secrets == {
+            "kafka-user": user["metadata"]["name"],
+            "kafka-ca": f"{user['spec']['clusterRef']}-cluster-ca-cert",
+        }
     # The arguments, with the Secrets as the operator writes them mounted under tmp_path.
     (tmp_path / "user").mkdir()
     (tmp_path / "ca").mkdir()
@@ -307,9 +337,11 @@ def test_every_pod_the_manifests_make_is_admitted_in_a_restricted_namespace():
     pod = job["spec"]["template"]["spec"]
     for c in pod["containers"]:
         assert _restricted(pod["securityContext"], c["securityContext"]) == [], c["name"]
-    for app in _by_kind("SparkApplication"):
+    for app in _every_spark_application():
         for part in ("driver", "executor"):
-            assert _restricted({}, app["spec"][part]["securityContext"]) == [], part
+            spark_pod = _pod(app["spec"], part)
+            [c] = spark_pod["containers"]
+            assert _restricted(spark_pod["securityContext"], c["securityContext"]) == [], part
     # spark-submit in the Job reads the template from its ConfigMap, mounted where it points.
     (config,) = [c for c in _by_kind("ConfigMap") if "restricted.yaml" in c.get("data", {})]
     assert yaml.safe_load(config["data"]["restricted.yaml"]) == template
