@@ -185,6 +185,37 @@ def test_spark_pods_run_the_entrypoints_modes_on_the_local_pyspark(tmp_path: Pat
     assert not images.in_cluster_client("ghcr.io/samsa-dev/samsa:0.1.0")
 
 
+def test_the_spark_operator_runs_its_controller_with_the_local_spark(tmp_path: Path) -> None:
+    """Its chart's arguments, every listener on the pod's IP, spark-submit from the local
+    PySpark, and the API server as the in-cluster address it gives spark-submit as master."""
+    program, home = tmp_path / "spark-operator", tmp_path / "pyspark"
+    image = "ghcr.io/kubeflow/spark-operator/controller:2.5.1"
+    assert images.is_spark_operator(image) and images.in_cluster_client(image)
+    container = {
+        "args": ["controller", "start", "--namespaces=jobs", "--metrics-bind-address=:8080"]
+    }
+    argv = images.spark_operator_command(
+        container, "127.1.2.3", "https://127.0.0.1:6443", program, home
+    )
+    at = argv.index(str(program))
+    env = dict(a.split("=", 1) for a in argv[1:at])
+    assert argv[0] == "env"
+    assert env["SPARK_HOME"] == str(home) and env["PYSPARK_PYTHON"] == sys.executable
+    assert (env["KUBERNETES_SERVICE_HOST"], env["KUBERNETES_SERVICE_PORT"]) == ("127.0.0.1", "6443")
+    assert argv[at + 1 :] == [
+        "controller",
+        "start",
+        "--namespaces=jobs",
+        "--metrics-bind-address=127.1.2.3:8080",
+        "--health-probe-bind-address=127.1.2.3:8081",
+    ]
+    # Its webhook is not run here (the API server cannot reach a pod): said, not half-run.
+    with pytest.raises(images.UnknownImage, match="controller"):
+        images.spark_operator_command(
+            {"args": ["webhook", "start"]}, "127.1.2.3", "https://127.0.0.1:6443", program, home
+        )
+
+
 @pytest.mark.parametrize(
     ("policy", "code", "again"),
     [

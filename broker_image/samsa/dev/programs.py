@@ -65,12 +65,16 @@ def _tool(name: str, fallback: Path | None = None) -> str:
     return found
 
 
+def go_module_cache() -> Path:
+    return cache_root() / "go" / "mod"
+
+
 def go_environment() -> dict[str, str]:
     """Go's caches in ours, the installed toolchain only, and go.sum as committed."""
     go = cache_root() / "go"
     return {
         **os.environ,
-        "GOMODCACHE": str(go / "mod"),
+        "GOMODCACHE": str(go_module_cache()),
         "GOCACHE": str(go / "build"),
         "GOTOOLCHAIN": "local",
         # -modcacherw: the module cache can be removed like any other cache.

@@ -1,5 +1,7 @@
 """`make k8s`: etcd, kube-apiserver, kube-controller-manager and kube-scheduler built from the
-Go module proxy, pinned, into ``<cache>/k8s/<module>-<version>-<hash>/``.
+Go module proxy, pinned, into ``<cache>/k8s/<module>-<version>-<hash>/``; and the Kubeflow
+spark-operator, whose SparkApplications the Spark tests submit (its Helm chart comes in the
+same module, and is installed from the module cache).
 
 k8s.io/kubernetes replaces its staging modules (k8s.io/api, k8s.io/apiserver, ...) with
 ``./staging`` paths that its module zip leaves out, so it cannot be built as a dependency by
@@ -19,7 +21,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from samsa.dev.cache import cache_root
-from samsa.dev.programs import GO_FALLBACK, ProgramUnavailable, _digest, _tool, go_environment
+from samsa.dev.programs import (
+    GO_FALLBACK,
+    ProgramUnavailable,
+    _digest,
+    _tool,
+    go_environment,
+    go_module_cache,
+)
 
 GOMOD = Path(__file__).resolve().parent.parent / "gomod"
 
@@ -76,8 +85,26 @@ MODULES = (
         },
         _version_flags("1.34.4"),
     ),
+    # The proxy refuses this module's version list, so `go install ...@latest` cannot work;
+    # the exact version is served.
+    GoModule(
+        "spark-operator",
+        "2.5.1",
+        {"spark-operator": "github.com/kubeflow/spark-operator/v2/cmd/operator"},
+        _version_flags("2.5.1"),
+    ),
 )
 KUBERNETES_VERSION = MODULES[1].version
+SPARK_OPERATOR = "github.com/kubeflow/spark-operator/v2"
+
+
+def spark_operator_chart() -> Path:
+    """The spark-operator's Helm chart, from the module `make k8s` downloaded to build it."""
+    version = _module_of("spark-operator").version
+    chart = go_module_cache() / f"{SPARK_OPERATOR}@v{version}" / "charts" / "spark-operator-chart"
+    if not (chart / "Chart.yaml").exists():
+        raise ProgramUnavailable(f"the spark-operator chart is not at {chart}: run `make k8s`")
+    return chart
 
 
 def _module_of(program: str) -> GoModule:

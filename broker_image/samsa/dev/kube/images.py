@@ -13,7 +13,11 @@ what the image would. Paths in the container (its volume mounts) become the pod'
   its Kubernetes client pointed at the API server with the pod's ServiceAccount token (the
   in-cluster address, kubernetes.default.svc on 443, has no kube-proxy here); ``executor``
   runs KubernetesExecutorBackend from the ``SPARK_*`` environment. The image's job folder,
-  ``/opt/samsa/jobs``, is this checkout's ``spark-on-k8s/jobs``.
+  ``/opt/samsa/jobs``, is this checkout's ``spark-on-k8s/jobs``;
+- the Kubeflow spark-operator's image (``kubeflow/spark-operator/controller``): its controller,
+  built by `make k8s`, with the local PySpark as the ``SPARK_HOME`` whose spark-submit it runs,
+  and the API server as the in-cluster address (``KUBERNETES_SERVICE_HOST``/``PORT``, which it
+  gives spark-submit as the master). Its health probe binds the pod's IP.
 """
 
 from __future__ import annotations
@@ -24,7 +28,10 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
+from samsa.dev.kube.build import binary
+from samsa.dev.programs import ProgramUnavailable
 from samsa.local.zookeeper import MAIN_CLASS, zookeeper_classpath
 
 # The admin server (the pods' readiness probe asks it `ruok`) needs the servlet API, which
@@ -86,11 +93,17 @@ def is_spark(image: str) -> bool:
     return repository(image).rsplit("/", 1)[-1] in ("samsa-spark", "spark")
 
 
+def is_spark_operator(image: str) -> bool:
+    return repository(image).endswith("kubeflow/spark-operator/controller")
+
+
 def in_cluster_client(image: str) -> bool:
     """Whether the image's programs talk to the API server with the pod's ServiceAccount, as
     in-cluster config (which the agent turns into a kubeconfig: there is no in-cluster address
-    here): the operator, and the Spark jobs' driver reading a KafkaCluster's status."""
-    return repository(image).endswith("/samsa-operator") or is_spark(image)
+    here): the operators, and the Spark jobs' driver reading a KafkaCluster's status."""
+    return (
+        repository(image).endswith("/samsa-operator") or is_spark(image) or is_spark_operator(image)
+    )
 
 
 # Where the Spark image keeps what Spark on Kubernetes names in its pods.
@@ -199,6 +212,44 @@ def spark_command(
     raise UnknownImage(f"the Spark image runs driver or executor pods, not {args[:1]}")
 
 
+def spark_operator_command(
+    container: Mapping[str, Any],
+    pod_ip: str,
+    api_server: str,
+    program: Path,
+    spark_home: Path,
+) -> list[str]:
+    """The spark-operator's entrypoint, run here (its webhook is not served: the API server
+    here cannot call into a pod without a Service proxy)."""
+    args = [str(a) for a in container.get("args") or []]
+    if args[:1] != ["controller"]:
+        raise UnknownImage(f"the spark-operator image runs its controller here, not {args[:1]}")
+    address = urlsplit(api_server)
+    setting = {
+        "SPARK_HOME": str(spark_home),
+        "PYSPARK_PYTHON": sys.executable,
+        "KUBERNETES_SERVICE_HOST": address.hostname or "127.0.0.1",
+        "KUBERNETES_SERVICE_PORT": str(address.port or 443),
+    }
+    return [
+        "env",
+        *(f"{k}={v}" for k, v in setting.items()),
+        str(program),
+        *(_on_pod_ip(a, pod_ip) for a in args),
+        # Not in the chart's arguments: its default, ":8081", would be every address here.
+        f"--health-probe-bind-address={pod_ip}:8081",
+    ]
+
+
+def _on_pod_ip(arg: str, pod_ip: str) -> str:
+    """``--metrics-bind-address=:8080`` binds every address of the machine here, where a pod
+    is only its IP: the pod's IP and that port."""
+    flag, eq, value = arg.partition("=")
+    if flag.endswith("-bind-address") and eq and value.startswith(":"):
+        return f"{flag}={pod_ip}{value}"
+    return arg
+
+
 def command(
     image: str,
     container: dict[str, object],
@@ -221,6 +272,14 @@ def command(
             _package_dir("pyspark"),
             _package_dir("samsa_spark").parent / "jobs",
             scratch,
+        )
+    if is_spark_operator(image):
+        try:
+            program = binary("spark-operator")
+        except ProgramUnavailable as exc:
+            raise UnknownImage(str(exc)) from exc
+        return spark_operator_command(
+            container, pod_ip, api_server, program, _package_dir("pyspark")
         )
     cmd = [str(c) for c in container.get("command") or []]  # type: ignore[attr-defined]
     args = [str(a) for a in container.get("args") or []]  # type: ignore[attr-defined]
