@@ -212,6 +212,8 @@ def sink_options(options: Mapping[str, str], schema: StructType) -> SinkOptions:
 # micro-batch after micro-batch: a new librdkafka client per task pays its connections, its
 # metadata and its first fetch again, which is most of a small micro-batch's time.
 _CLIENTS: dict[tuple[Any, ...], Any] = {}
+# Commit logs known to exist, by (bootstrap servers, topic).
+_ENSURED: set[tuple[str, str]] = set()
 
 
 def _shared(kind: str, opts: SinkOptions, make: Callable[[], Any]) -> Any:
@@ -352,7 +354,12 @@ class CommitLog:
         self.brokers = _brokers(opts)
 
     def ensure(self) -> None:
+        # Asked once per worker: every task of every micro-batch would otherwise pay a
+        # metadata round for a topic that is never deleted under a running query.
+        if (self.opts.bootstrap, self.topic) in _ENSURED:
+            return
         if self.topic in self.brokers.partitions_by_topic():
+            _ENSURED.add((self.opts.bootstrap, self.topic))
             return
         # The brokers' AdminClient: it carries the sink's security settings.
         admin = self.brokers.admin
@@ -385,6 +392,7 @@ class CommitLog:
             if time.monotonic() > deadline:
                 raise SamsaConnectionError(f"the commit log {self.topic} did not appear")
             time.sleep(0.05)
+        _ENSURED.add((self.opts.bootstrap, self.topic))
 
     def _read(self, partition: int, start: int, end: int) -> list[bytes]:
         c = _shared("consumer", self.opts, lambda: consumer(self.opts.bootstrap, self.opts.kafka))
@@ -403,13 +411,13 @@ class CommitLog:
         tps = [(self.topic, self.BATCHES), (self.topic, self.TASKS)]
         return {p: off for (_t, p), off in self.brokers.list_offsets(tps, "latest").items()}
 
-    def last_batch(self) -> BatchMarker | None:
-        end = self.ends()[self.BATCHES]
+    def last_batch(self, ends: Mapping[int, int] | None = None) -> BatchMarker | None:
+        end = (ends or self.ends())[self.BATCHES]
         raw = self._read(self.BATCHES, end - 1, end) if end > 0 else []
         return BatchMarker.decode(raw[-1]) if raw else None
 
-    def task_markers(self, since: int) -> list[TaskMarker]:
-        end = self.ends()[self.TASKS]
+    def task_markers(self, since: int, ends: Mapping[int, int] | None = None) -> list[TaskMarker]:
+        end = (ends or self.ends())[self.TASKS]
         return [TaskMarker.decode(v) for v in self._read(self.TASKS, since, end)]
 
     def append(self, partition: int, value: bytes) -> None:
@@ -443,11 +451,15 @@ class SamsaStreamWriter(DataSourceStreamArrowWriter):
         task = ctx.partitionId()
         clog = CommitLog(self.opts, query_id)
         clog.ensure()
-        last = clog.last_batch()
+        # One look at both ends serves both reads: an earlier attempt of this task is over
+        # (speculation is off) before this one starts, so its marker is already below them.
+        ends = clog.ends()
+        last = clog.last_batch(ends)
         if already_published(last, batch_id):
             log.info("samsa sink: batch %s already published, task %s skips it", batch_id, task)
             return SinkCommitMessage(query_id=query_id, skipped=True)
-        retry = earlier_attempt(clog.task_markers(last.task_log_end if last else 0), batch_id, task)
+        since = last.task_log_end if last else 0
+        retry = earlier_attempt(clog.task_markers(since, ends), batch_id, task)
         clog.append(CommitLog.TASKS, TaskMarker(batch_id, task, ctx.attemptNumber()).encode())
         header = (TAG_HEADER, tag(query_id, batch_id, task))
         if not retry:
@@ -501,17 +513,28 @@ class SamsaStreamWriter(DataSourceStreamArrowWriter):
         if not query_ids:
             return  # no task ran: nothing was published
         clog = CommitLog(self.opts, query_ids.pop())
-        last = clog.last_batch()
+        # Every task has appended its marker and flushed its records before Spark calls this:
+        # one ListOffsets round gives the data's ends, and the commit log's, for the marker.
+        partitions = clog.brokers.partitions_by_topic()
+        log_tps = [(clog.topic, CommitLog.BATCHES), (clog.topic, CommitLog.TASKS)]
+
+        def every_partition(topics: Iterable[str]) -> list[tuple[str, int]]:
+            return [(t, p) for t in sorted(topics) for p in range(partitions.get(t, 0))]
+
+        published = {t for m in msgs for t in m.topics}
+        ends = clog.brokers.list_offsets(log_tps + every_partition(published), "latest")
+        log_ends = {p: ends.pop((t, p)) for t, p in log_tps}
+        last = clog.last_batch(log_ends)
         if already_published(last, batchId):
             log.info("samsa sink: batch %s was already marked published", batchId)
             return
-        topics = sorted({t for m in msgs for t in m.topics} | set(last.fence if last else ()))
-        partitions = clog.brokers.partitions_by_topic()
-        tps = [(t, p) for t in topics for p in range(partitions.get(t, 0))]
+        # Topics of earlier batches stay in the fence.
+        earlier = set(last.fence if last else ()) - published
+        ends.update(clog.brokers.list_offsets(every_partition(earlier), "latest"))
         written: dict[str, dict[int, int]] = {}
-        for (t, p), off in clog.brokers.list_offsets(tps, "latest").items():
+        for (t, p), off in ends.items():
             written.setdefault(t, {})[p] = off
-        marker = BatchMarker(batchId, next_fence(last, written), clog.ends()[CommitLog.TASKS])
+        marker = BatchMarker(batchId, next_fence(last, written), log_ends[CommitLog.TASKS])
         clog.append(CommitLog.BATCHES, marker.encode())
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
