@@ -99,9 +99,19 @@ SPARK_OPERATOR = "github.com/kubeflow/spark-operator/v2"
 
 
 def spark_operator_chart() -> Path:
-    """The spark-operator's Helm chart, from the module `make k8s` downloaded to build it."""
-    version = _module_of("spark-operator").version
-    chart = go_module_cache() / f"{SPARK_OPERATOR}@v{version}" / "charts" / "spark-operator-chart"
+    """The spark-operator's Helm chart, from the module `make k8s` downloaded to build it (and
+    downloads again if Go's module cache was emptied since)."""
+    module = _module_of("spark-operator")
+    source = f"{SPARK_OPERATOR}@v{module.version}"
+    chart = go_module_cache() / source / "charts" / "spark-operator-chart"
+    if not (chart / "Chart.yaml").exists():
+        subprocess.run(
+            [_tool("go", GO_FALLBACK), "mod", "download", source],
+            cwd=module.folder,
+            env=go_environment(),
+            capture_output=True,
+            check=False,
+        )
     if not (chart / "Chart.yaml").exists():
         raise ProgramUnavailable(f"the spark-operator chart is not at {chart}: run `make k8s`")
     return chart
