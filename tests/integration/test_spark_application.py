@@ -130,7 +130,7 @@ def counted(bootstrap: str) -> list[dict[str, Any]]:
 
 
 async def test_the_spark_operator_runs_the_shipped_ad_clicks_application(
-    kube: KubeNamespace, zookeeper: ZooKeeperServer, tmp_path: Path
+    kube: KubeNamespace, zookeeper: ZooKeeperServer
 ) -> None:
     one_broker = {
         "min.insync.replicas": "1",
