@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import random
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from confluent_kafka import Producer
@@ -78,6 +80,23 @@ def generate(
             )
     clicks.sort(key=lambda c: c.event_time_ms)
     return imps, clicks
+
+
+def closed_window_counts(
+    clicks: Iterable[Click], window_ms: int = 5 * 60_000, lateness_ms: int = 10 * 60_000
+) -> dict[tuple[str, str], int]:
+    """What job (a) appends for these clicks, worked out by hand: clicks per (campaign, window
+    start in ISO UTC) for every window the watermark (the latest click less the lateness) has
+    closed."""
+    clicks = list(clicks)
+    watermark = max(c.event_time_ms for c in clicks) - lateness_ms
+    counts: Counter[tuple[str, str]] = Counter()
+    for c in clicks:
+        start = c.event_time_ms // window_ms * window_ms
+        if start + window_ms <= watermark:
+            iso = datetime.fromtimestamp(start / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            counts[(c.campaign_id, iso)] += 1
+    return dict(counts)
 
 
 def records(events: Iterable[Impression | Click]) -> list[tuple[bytes, bytes]]:

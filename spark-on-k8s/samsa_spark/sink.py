@@ -356,11 +356,13 @@ class CommitLog:
     def ensure(self) -> None:
         # Asked once per worker: every task of every micro-batch would otherwise pay a
         # metadata round for a topic that is never deleted under a running query.
-        if (self.opts.bootstrap, self.topic) in _ENSURED:
-            return
-        if self.topic in self.brokers.partitions_by_topic():
-            _ENSURED.add((self.opts.bootstrap, self.topic))
-            return
+        key = (self.opts.bootstrap, self.topic)
+        if key not in _ENSURED:
+            if self.topic not in self.brokers.partitions_by_topic():
+                self._create()
+            _ENSURED.add(key)
+
+    def _create(self) -> None:
         # The brokers' AdminClient: it carries the sink's security settings.
         admin = self.brokers.admin
         # Markers are tiny and the last one must never expire.
@@ -392,7 +394,6 @@ class CommitLog:
             if time.monotonic() > deadline:
                 raise SamsaConnectionError(f"the commit log {self.topic} did not appear")
             time.sleep(0.05)
-        _ENSURED.add((self.opts.bootstrap, self.topic))
 
     def _read(self, partition: int, start: int, end: int) -> list[bytes]:
         c = _shared("consumer", self.opts, lambda: consumer(self.opts.bootstrap, self.opts.kafka))

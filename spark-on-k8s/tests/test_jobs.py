@@ -12,7 +12,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from spark_support import SINK_KAFKA, consume_all
 
-from samsa_spark.generator import generate, publish
+from samsa_spark.generator import closed_window_counts, generate, publish
 from samsa_spark.jobs import ad_clicks, ctr
 
 FIVE_MIN = 5 * 60_000
@@ -69,16 +69,11 @@ def test_ad_clicks_counts_per_campaign_and_window(spark, fmt, where, tmp_path, e
     assert q.exception() is None
 
     # By hand: every five-minute window that the watermark (latest click - 10 min) has closed.
-    watermark = max(c.event_time_ms for c in clicks) - TEN_MIN
-    expected = Counter(
-        (c.campaign_id, _iso(c.event_time_ms // FIVE_MIN * FIVE_MIN))
-        for c in clicks
-        if c.event_time_ms // FIVE_MIN * FIVE_MIN + FIVE_MIN <= watermark
-    )
+    expected = closed_window_counts(clicks)
     out = _output(bootstrap, sink)
     got = {(r["campaign_id"], r["window_start"]): r["clicks"] for r in out}
     assert len(got) == len(out)  # each window appended exactly once
-    assert got == dict(expected)
+    assert got == expected
     assert len(got) > 30
 
 

@@ -10,8 +10,6 @@ manifests need none."""
 from __future__ import annotations
 
 import json
-from collections import Counter
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -26,14 +24,13 @@ from test_spark_submit import in_namespace
 from samsa.dev.kube.build import spark_operator_chart
 from samsa.local import ZooKeeperServer
 from samsa.testing.kube import KubeNamespace, eventually
-from samsa_spark.generator import Click, generate, publish
+from samsa_spark.generator import Click, closed_window_counts, generate, publish
 
 pytestmark = pytest.mark.slow
 
 MANIFESTS = REPO / "spark-on-k8s" / "manifests"
 SPARKAPPLICATIONS = "/apis/sparkoperator.k8s.io/v1beta2/namespaces/{}/sparkapplications/{}"
 SOURCE, SINK = "ad-clicks", "ad-click-counts"
-FIVE_MIN, TEN_MIN = 5 * 60_000, 10 * 60_000
 
 
 def application(namespace: str) -> dict[str, Any]:
@@ -81,21 +78,6 @@ def network_policies(namespace: str, release: str) -> str:
 
 def owners(obj: dict[str, Any]) -> set[tuple[str, str]]:
     return {(o["kind"], o["name"]) for o in obj["metadata"].get("ownerReferences") or []}
-
-
-def expected_counts(clicks: list[Click]) -> dict[tuple[str, str], int]:
-    """Every five-minute window that the watermark (latest click - 10 min) has closed."""
-    watermark = max(c.event_time_ms for c in clicks) - TEN_MIN
-    windows = Counter(
-        (c.campaign_id, _iso(c.event_time_ms // FIVE_MIN * FIVE_MIN))
-        for c in clicks
-        if c.event_time_ms // FIVE_MIN * FIVE_MIN + FIVE_MIN <= watermark
-    )
-    return dict(windows)
-
-
-def _iso(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def fill(bootstrap: str, clicks: list[Click]) -> None:
@@ -170,7 +152,7 @@ async def test_the_spark_operator_runs_the_shipped_ad_clicks_application(
 
     await eventually(state, within=240, what="the SparkApplication RUNNING")
 
-    expected = expected_counts(clicks)
+    expected = closed_window_counts(clicks)
 
     async def results() -> dict[tuple[str, str], int] | None:
         out = await in_thread(counted, brokers.bootstrap_servers)

@@ -74,6 +74,8 @@ def _version_flags(version: str) -> str:
     )
 
 
+SPARK_OPERATOR = "github.com/kubeflow/spark-operator/v2"
+
 MODULES = (
     GoModule("etcd", "3.6.16", {"etcd": "go.etcd.io/etcd/server/v3"}),
     GoModule(
@@ -90,12 +92,11 @@ MODULES = (
     GoModule(
         "spark-operator",
         "2.5.1",
-        {"spark-operator": "github.com/kubeflow/spark-operator/v2/cmd/operator"},
+        {"spark-operator": f"{SPARK_OPERATOR}/cmd/operator"},
         _version_flags("2.5.1"),
     ),
 )
 KUBERNETES_VERSION = MODULES[1].version
-SPARK_OPERATOR = "github.com/kubeflow/spark-operator/v2"
 
 
 def spark_operator_chart() -> Path:

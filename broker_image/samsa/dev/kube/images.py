@@ -119,6 +119,11 @@ def _package_dir(name: str) -> Path:
     return Path(spec.origin).parent
 
 
+def _with_env(setting: Mapping[str, str]) -> list[str]:
+    """`env K=V ...`, the front of a command line run with these variables set."""
+    return ["env", *(f"{k}={v}" for k, v in setting.items())]
+
+
 def _spark_path(arg: str, mounts: dict[str, Path]) -> str:
     """A container path (or a ``local://`` URI of one) as the path it is here."""
     scheme = "local://" if arg.startswith("local://") else ""
@@ -150,7 +155,7 @@ def spark_command(
             if k in env
         },
     }
-    prefix = ["env", *(f"{k}={v}" for k, v in setting.items())]
+    prefix = _with_env(setting)
     if args[:1] == ["driver"]:
         token = mounts.get(SERVICE_ACCOUNT)
         client = ["--conf", f"spark.kubernetes.driver.master={api_server}"]
@@ -232,8 +237,7 @@ def spark_operator_command(
         "KUBERNETES_SERVICE_PORT": str(address.port or 443),
     }
     return [
-        "env",
-        *(f"{k}={v}" for k, v in setting.items()),
+        *_with_env(setting),
         str(program),
         *(_on_pod_ip(a, pod_ip) for a in args),
         # Not in the chart's arguments: its default, ":8081", would be every address here.
