@@ -22,7 +22,15 @@ from cluster_support import (
 )
 from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import NewTopic
-from kafka_support import Wire, api_versions_request, log_end, produce_request
+from kafka_support import (
+    LATEST,
+    NONE,
+    Wire,
+    api_versions_request,
+    list_offset,
+    log_end,
+    produce_request,
+)
 
 from samsa.local.cluster import LocalCluster
 from samsa.protocol.records import build_batch
@@ -188,6 +196,15 @@ def test_requests_behind_an_acks_all_wait_are_handled_and_answered_in_order(
     ].result(30)
     wait_until(lambda: leader(cluster, "behind", 0) == the_leader, 30)
     port = cluster.broker(the_leader).port
+    # Another broker's metadata can name the leader before the leader has applied its
+    # LeaderAndIsr (the controller's queue to each broker is its own). Stopping the followers
+    # then may stop the controller before that request is written, so ask the leader itself.
+    for topic in ("waits", "behind"):
+        wait_until(
+            lambda t=topic: list_offset(port, t, 0, LATEST)[0] == NONE,
+            30,
+            what=f"{topic}'s leader",
+        )
     for f in followers:
         cluster.signal_broker(f, signal.SIGSTOP)
     try:
