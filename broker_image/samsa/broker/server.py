@@ -49,6 +49,7 @@ from samsa.metadata.producer_ids import (
     ZkProducerIdBlockStore,
 )
 from samsa.network import Connection, SocketServer
+from samsa.protocol.warm import warm_up
 from samsa.replica import Partition, ReplicaManager
 from samsa.security.authorizer import Authorizer
 from samsa.security.channels import inter_broker_security, listener_ssl_context
@@ -269,6 +270,7 @@ class KafkaServer:
         late.target = KafkaApis(services, default_apis())
         for server in self.socket_servers.values():
             await server.serve()
+        warm_up(asyncio.get_running_loop())
         if self.cluster is not None:
             await self.cluster.register()
             services.controller = await self.cluster.start_controller()

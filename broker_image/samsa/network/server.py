@@ -93,6 +93,8 @@ class Connection(asyncio.BufferedProtocol):
         self.listener: str = server.name
         self.session = ConnectionSession.for_protocol(server.security_protocol)
         self.tls = server.ssl_context is not None
+        # The socket's descriptor, for sending file regions straight to it; -1 under TLS.
+        self.sock_fd = -1
 
     # asyncio callbacks
 
@@ -107,6 +109,8 @@ class Connection(asyncio.BufferedProtocol):
         if sock is not None:
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if not self.tls:
+                self.sock_fd = sock.fileno()
         self.server.connections.add(self)
         self.server.on_connection_change(+1)
 
@@ -330,6 +334,17 @@ class Connection(asyncio.BufferedProtocol):
         for i, chunk in enumerate(chunks):
             if isinstance(chunk, FileRegion):
                 _write_joined(transport, small)
+                small = []
+                try:
+                    done = self._sendfile_now(chunk)
+                except OSError as exc:
+                    log.warning("closing connection to %s: %s", self.peer, exc)
+                    _release(chunks[i:])
+                    self.close()
+                    return
+                if done:
+                    chunk.close()
+                    continue
                 self.backlog.extend(chunks[i:])
                 self.sender = asyncio.ensure_future(self._send_backlog())
                 self.sender.add_done_callback(self._sent)
@@ -353,18 +368,43 @@ class Connection(asyncio.BufferedProtocol):
             chunk = self.backlog.popleft()
             if isinstance(chunk, FileRegion):
                 try:
-                    with os.fdopen(chunk.fd, "rb", buffering=0, closefd=False) as f:
-                        sent = await loop.sendfile(transport, f, chunk.offset, chunk.count)
+                    if not self._sendfile_now(chunk):
+                        with os.fdopen(chunk.fd, "rb", buffering=0, closefd=False) as f:
+                            sent = await loop.sendfile(transport, f, chunk.offset, chunk.count)
+                        if sent != chunk.count:
+                            # The file shrank under us (a truncated log): the frame can't be
+                            # finished.
+                            raise OSError(f"sent {sent} of {chunk.count} bytes of a file region")
                 finally:
                     chunk.close()
-                if sent != chunk.count:
-                    # The file shrank under us (a truncated log): the frame can't be finished.
-                    raise OSError(f"sent {sent} of {chunk.count} bytes of a file region")
                 continue
             small = [chunk]
             while self.backlog and not isinstance(self.backlog[0], FileRegion):
                 small.append(self.backlog.popleft())
             _write_joined(transport, small)
+
+    def _sendfile_now(self, region: FileRegion) -> bool:
+        """Send what the socket takes of `region` now, by os.sendfile on its descriptor; True
+        once all of it went, else the region keeps the rest for loop.sendfile.
+
+        loop.sendfile costs a task, futures, a writer registration and a pause of reading per
+        region, more than the send itself for the tens of KB of a consumer keeping up; on
+        loopback the socket mostly takes the whole region at once. Only with the transport's
+        buffer empty, so the bytes stay in order; the file shrinking under us raises OSError.
+        """
+        assert self.transport is not None
+        if self.sock_fd < 0 or self.transport.get_write_buffer_size():
+            return False
+        while region.count:
+            try:
+                sent = os.sendfile(self.sock_fd, region.fd, region.offset, region.count)
+            except BlockingIOError:
+                return False
+            if sent == 0:
+                raise OSError(f"file region shrank: {region.count} bytes missing")
+            region.offset += sent
+            region.count -= sent
+        return True
 
     def _sent(self, task: asyncio.Future[None]) -> None:
         self.sender = None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
 import io
@@ -99,6 +100,14 @@ def request_is_flexible(api_key: int, version: int) -> bool:
 @cache
 def _reader(cls: type) -> Any:
     return entity_reader(cls)
+
+
+def preload_request(api_key: int, version: int) -> None:
+    """What reading a request of this version first needs (its schema, its reader), loaded
+    and cached now; nothing for a version kio does not know."""
+    request_is_flexible(api_key, version)
+    with contextlib.suppress(UnknownEntity):
+        _reader(request_type(api_key, version))
 
 
 @cache
