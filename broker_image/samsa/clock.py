@@ -12,6 +12,7 @@ within that time. An absent variable or file means no offset. Timeouts and liven
 from __future__ import annotations
 
 import os
+import threading
 import time
 
 ENV_VAR = "SAMSA_CLOCK_OFFSET_FILE"
@@ -31,6 +32,9 @@ class OffsetClock:
         self._reread_s = reread_s
         self._next_read = float("-inf")
         self._offset_ms = 0
+        # The broker's loop, its cleaner thread and an in-process test share this clock: one
+        # re-read at a time, so a read begun before a step cannot land after a newer one.
+        self._rereading = threading.Lock()
 
     @property
     def offset_ms(self) -> int:
@@ -48,9 +52,14 @@ class OffsetClock:
             self._reread()
 
     def _reread(self) -> None:
-        self._next_read = _monotonic() + self._reread_s
-        path = self._path if self._path is not None else os.environ.get(ENV_VAR)
-        self._offset_ms = read_offset_ms(path, self._offset_ms)
+        if not self._rereading.acquire(blocking=False):
+            return  # another thread is reading the file; the offset it replaces serves meanwhile
+        try:
+            path = self._path if self._path is not None else os.environ.get(ENV_VAR)
+            self._offset_ms = read_offset_ms(path, self._offset_ms)
+            self._next_read = _monotonic() + self._reread_s
+        finally:
+            self._rereading.release()
 
 
 def read_offset_ms(path: str | None, previous: int = 0) -> int:

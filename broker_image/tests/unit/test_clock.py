@@ -3,6 +3,8 @@ while running; monotonic time is never stepped."""
 
 from __future__ import annotations
 
+import os
+import threading
 import time
 from pathlib import Path
 
@@ -61,3 +63,42 @@ def test_the_broker_clock_follows_the_environment(
         5,
         what="wall_clock_ms to be back without the variable",
     )
+
+
+def test_a_reread_begun_before_a_step_does_not_undo_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two threads share the clock (an in-process broker's loop and the test, or the loop and
+    the cleaner). A re-read that began before a step, and finished late, must not put the old
+    offset back after another thread has read the step."""
+    fifo = tmp_path / "slow"
+    os.mkfifo(fifo)
+    stepped = tmp_path / "offset"
+    stepped.write_text(str(DAY_MS))
+    monkeypatch.setenv(clock.ENV_VAR, str(fifo))
+    c = OffsetClock(reread_s=0.2)
+    slow = threading.Thread(target=lambda: c.offset_ms)
+    slow.start()
+    # The slow reader has the pipe open once a writer can open it without blocking.
+    writer = wait_until(lambda: _open_writer(fifo), 5, what="the slow re-read to begin")
+    monkeypatch.setenv(clock.ENV_VAR, str(stepped))
+    seen = []
+    deadline = time.monotonic() + 1.0
+    while time.monotonic() < deadline:
+        seen.append(c.offset_ms)
+        time.sleep(0.01)
+    os.write(writer, b"0")
+    os.close(writer)
+    slow.join(5)
+    assert not slow.is_alive()
+    seen.append(c.offset_ms)
+    wait_until(lambda: c.offset_ms == DAY_MS, 5, what="the step to be read")
+    if DAY_MS in seen:
+        assert seen[seen.index(DAY_MS) :] == [DAY_MS] * (len(seen) - seen.index(DAY_MS))
+
+
+def _open_writer(fifo: Path) -> int | None:
+    try:
+        return os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+    except OSError:
+        return None
