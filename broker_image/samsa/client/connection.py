@@ -22,6 +22,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
+from samsa.protocol.framing import FrameReader, FrameSizeError
 from samsa.protocol.messages import decode_response, encode_request
 
 log = logging.getLogger(__name__)
@@ -47,6 +48,38 @@ class ClientSecurity:
     password: str = ""
 
 
+class _Responses(asyncio.BufferedProtocol):
+    """Reads the broker's response frames into a FrameReader and hands each to its connection."""
+
+    def __init__(self, conn: BrokerConnection) -> None:
+        self.conn = conn
+        self.frames = FrameReader(_MAX_RESPONSE)
+        self.lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.frames.get_buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
+        try:
+            frames = self.frames.buffer_updated(nbytes)
+        except FrameSizeError as exc:
+            self.conn._broken(ConnectionClosed(f"{exc} from {self.conn.host}"))
+            return
+        for frame in frames:
+            self.conn._answer(frame)
+
+    def eof_received(self) -> bool | None:
+        return None  # closes the transport
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        conn = self.conn
+        conn._broken(
+            ConnectionClosed(str(exc) if exc else f"connection to {conn.host}:{conn.port} closed")
+        )
+        if not self.lost.done():
+            self.lost.set_result(None)
+
+
 class BrokerConnection:
     def __init__(
         self,
@@ -59,11 +92,10 @@ class BrokerConnection:
         self.port = port
         self.client_id = client_id
         self.security = security
-        self._reader: asyncio.StreamReader | None = None
-        self._writer: asyncio.StreamWriter | None = None
+        self._transport: asyncio.Transport | None = None
+        self._responses: _Responses | None = None
         self._pending: OrderedDict[int, tuple[int, int, asyncio.Future[Any]]] = OrderedDict()
         self._ids = itertools.count(1)
-        self._read_task: asyncio.Task[None] | None = None
         self._closed = False
         # KIP-368: the last SaslAuthenticate's session lifetime, and when to re-authenticate.
         self.session_lifetime_ms = 0
@@ -78,15 +110,17 @@ class BrokerConnection:
         # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow a cancellation
         # that arrives as the awaited operation completes, leaving the caller uncancellable.
         tls = self.security.ssl_context if self.security else None
+        loop = asyncio.get_running_loop()
         async with asyncio.timeout(timeout_s):
-            self._reader, self._writer = await asyncio.open_connection(
+            transport, self._responses = await loop.create_connection(
+                lambda: _Responses(self),
                 self.host,
                 self.port,
-                limit=1 << 20,
                 ssl=tls,
                 server_hostname=self.host if tls else None,
             )
-        self._read_task = asyncio.create_task(self._read_loop())
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
         if self.security is not None and self.security.sasl_mechanism:
             from samsa.client.sasl import authenticate
 
@@ -128,13 +162,13 @@ class BrokerConnection:
 
     async def send_now(self, api_key: int, version: int, body: Any, timeout_s: float = 30.0) -> Any:
         """Send at once, not waiting for a re-authentication (the SASL exchange itself)."""
-        if self._closed or self._writer is None:
+        if self._closed or self._transport is None:
             raise ConnectionClosed(f"connection to {self.host}:{self.port} is closed")
         correlation_id = next(self._ids) & 0x7FFFFFFF
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._pending[correlation_id] = (api_key, version, future)
         try:
-            self._writer.write(
+            self._transport.write(
                 encode_request(api_key, version, correlation_id, self.client_id, body)
             )
             async with asyncio.timeout(timeout_s):
@@ -150,35 +184,24 @@ class BrokerConnection:
         finally:
             self._pending.pop(correlation_id, None)
 
-    async def _read_loop(self) -> None:
-        assert self._reader is not None
-        error: BaseException = ConnectionClosed(f"connection to {self.host}:{self.port} closed")
+    def _answer(self, frame: bytes | bytearray) -> None:
+        (correlation_id,) = _SIZE.unpack_from(frame, 0)
+        entry = self._pending.get(correlation_id)
+        if entry is None:
+            return  # its caller gave up (timeout); the stream is still in step
+        api_key, version, future = entry
+        if future.done():
+            return
         try:
-            while True:
-                (size,) = _SIZE.unpack(await self._reader.readexactly(4))
-                if not 4 <= size <= _MAX_RESPONSE:
-                    raise ConnectionClosed(f"bad response size {size} from {self.host}")
-                frame = await self._reader.readexactly(size)
-                (correlation_id,) = _SIZE.unpack_from(frame, 0)
-                entry = self._pending.get(correlation_id)
-                if entry is None:
-                    continue  # its caller gave up (timeout); the stream is still in step
-                api_key, version, future = entry
-                if future.done():
-                    continue
-                try:
-                    _, body = decode_response(api_key, version, frame)
-                except Exception as exc:
-                    future.set_exception(exc)
-                else:
-                    future.set_result(body)
-        except (asyncio.IncompleteReadError, OSError, ConnectionClosed) as exc:
-            error = exc if isinstance(exc, ConnectionClosed) else ConnectionClosed(str(exc))
-        except asyncio.CancelledError:
-            pass
-        finally:
-            self._fail_all(error)
-            self.close()
+            _, body = decode_response(api_key, version, memoryview(frame).toreadonly())
+        except Exception as exc:
+            future.set_exception(exc)
+        else:
+            future.set_result(body)
+
+    def _broken(self, error: ConnectionClosed) -> None:
+        self._fail_all(error)
+        self.close()
 
     def _fail_all(self, error: BaseException) -> None:
         for _, _, future in list(self._pending.values()):
@@ -190,15 +213,14 @@ class BrokerConnection:
         if self._closed:
             return
         self._closed = True
-        if self._writer is not None:
+        if self._transport is not None:
             with contextlib.suppress(Exception):
-                self._writer.close()
-        if self._read_task is not None and self._read_task is not asyncio.current_task():
-            self._read_task.cancel()
+                self._transport.close()
         self._fail_all(ConnectionClosed(f"connection to {self.host}:{self.port} closed"))
 
     async def aclose(self) -> None:
         self.close()
-        if self._read_task is not None:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._read_task
+        if self._responses is not None:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(5):
+                    await asyncio.shield(self._responses.lost)
