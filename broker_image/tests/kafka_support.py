@@ -215,6 +215,45 @@ def produce_request(
     )
 
 
+def fetch_request(
+    topic: str,
+    partitions: Iterable[int],
+    max_bytes: int,
+    max_wait_ms: int = 0,
+    min_bytes: int = 0,
+    version: int = 11,
+) -> Any:
+    """A consumer's Fetch of `partitions` from offset 0."""
+    cls = load_request_schema(1, version)
+    module = __import__(cls.__module__, fromlist=["FetchTopic", "FetchPartition"])
+    return cls(
+        replica_id=-1,
+        max_wait=datetime.timedelta(milliseconds=max_wait_ms),
+        min_bytes=min_bytes,
+        max_bytes=max_bytes,
+        isolation_level=0,
+        session_id=0,
+        session_epoch=-1,
+        topics=(
+            module.FetchTopic(
+                topic=topic,
+                partitions=tuple(
+                    module.FetchPartition(
+                        partition=p,
+                        current_leader_epoch=-1,
+                        fetch_offset=0,
+                        log_start_offset=-1,
+                        partition_max_bytes=max_bytes,
+                    )
+                    for p in partitions
+                ),
+            ),
+        ),
+        forgotten_topics_data=(),
+        rack_id="",
+    )
+
+
 def raw_produce(
     wire: Wire, topic: str, partitions: Mapping[int, bytes], version: int = 9
 ) -> dict[int, PartitionResult]:

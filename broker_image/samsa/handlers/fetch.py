@@ -97,7 +97,12 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     unknown = len(reads) != len(order)  # partitions answered with an error already
     if total >= request.min_bytes or max_wait_ms <= 0 or unknown or not reads or _news(responses):
         return _encode(services, ctx, order, responses)
+    # Watched now, not when the long poll's task first runs: an append handled in between
+    # (another connection's Produce in the same loop turn) must wake it. Missed, it cost a
+    # follower its whole wait (replica.fetch.wait.max.ms) while a producer waited on acks=all.
+    watched = services.replica_manager.waiters.watch([r.tp for r in reads], replica_id >= 0)
     return _long_poll(
+        watched,
         services,
         ctx,
         order,
@@ -112,6 +117,7 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
 
 
 async def _long_poll(
+    watched: asyncio.Future[float] | None,
     services: BrokerServices,
     ctx: RequestContext,
     order: list[tuple[str | None, uuid.UUID, int, int | None]],
@@ -129,9 +135,8 @@ async def _long_poll(
     manager = services.replica_manager
     while True:
         remaining = deadline - loop.time()
-        woken = (
-            await manager.wait_for_data(tps, remaining, replica_id >= 0) if remaining > 0 else None
-        )
+        woken = await manager.wait_for_data(tps, remaining, replica_id >= 0, watched)
+        watched = None
         responses, total = manager.read(reads, max_bytes, isolation, replica_id, from_follower)
         if woken is None or total >= min_bytes or _news(responses):
             answer = _encode(services, ctx, order, responses)

@@ -85,13 +85,19 @@ class DataWaiters:
             self.notify(tp)
 
     async def wait(
-        self, partitions: list[TopicPartition], timeout_s: float, follower: bool = False
+        self,
+        partitions: list[TopicPartition],
+        timeout_s: float,
+        follower: bool = False,
+        watched: asyncio.Future[float] | None = None,
     ) -> float | None:
         """When one of the partitions had news for this kind of fetch (perf_counter time), or
-        None if none did in time."""
+        None if none did in time. ``watched``: the future of a ``watch`` made earlier, when the
+        fetch read the partitions, so that news between that read and this wait counts."""
+        fut = watched if watched is not None else self.watch(partitions, follower)
         if timeout_s <= 0:
-            return None
-        fut = self.watch(partitions, follower)
+            self.forget(fut, partitions, follower)
+            return fut.result() if fut.done() else None
         try:
             async with asyncio.timeout(timeout_s):
                 return await asyncio.shield(fut)

@@ -613,11 +613,16 @@ class ReplicaManager:
         return responses, total
 
     async def wait_for_data(
-        self, tps: list[TopicPartition], timeout_s: float, follower: bool = False
+        self,
+        tps: list[TopicPartition],
+        timeout_s: float,
+        follower: bool = False,
+        watched: asyncio.Future[float] | None = None,
     ) -> float | None:
         """When one of the partitions had news for a follower's fetch (its log grew) or a
-        consumer's (its high watermark moved), as perf_counter time; None at the timeout."""
-        return await self.waiters.wait(tps, timeout_s, follower)
+        consumer's (its high watermark moved), as perf_counter time; None at the timeout.
+        ``watched``: from ``waiters.watch``, made when the fetch last read the partitions."""
+        return await self.waiters.wait(tps, timeout_s, follower, watched)
 
     # DeleteRecords
 

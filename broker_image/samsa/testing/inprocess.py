@@ -63,6 +63,26 @@ class InProcessBroker:
         fut: Future[Any] = asyncio.run_coroutine_threadsafe(coro, self._loop)
         return fut.result(timeout)
 
+    @contextlib.contextmanager
+    def loop_held(self, timeout: float = 30) -> Iterator[None]:
+        """The broker's event loop blocked until the block exits (as a long pause would):
+        what arrives meanwhile is read in one turn of the loop, in the order it arrived."""
+        assert self._loop is not None
+        held, release = threading.Event(), threading.Event()
+
+        def hold() -> None:
+            held.set()
+            release.wait(timeout)
+
+        self._loop.call_soon_threadsafe(hold)
+        if not held.wait(timeout):
+            release.set()
+            raise TimeoutError("the broker's loop did not come round")
+        try:
+            yield
+        finally:
+            release.set()
+
     def start(self) -> InProcessBroker:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(

@@ -4,17 +4,21 @@ once (os.sendfile on the spot), only in part (the rest by the loop's sendfile) o
 
 from __future__ import annotations
 
-import datetime
 import socket
 import struct
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 from confluent_kafka import TopicPartition
-from kafka_support import NONE, consumer, create_topic, decode_response, encode_request
+from kafka_support import (
+    NONE,
+    consumer,
+    create_topic,
+    decode_response,
+    encode_request,
+    fetch_request,
+)
 from kafka_support import producer as make_producer
-from kio.index import load_request_schema
 
 from samsa.testing import InProcessBroker
 
@@ -53,37 +57,6 @@ def _segment(broker: InProcessBroker, topic: str, partition: int) -> bytes:
     return (broker.data_dir / f"{topic}-{partition}" / f"{0:020d}.log").read_bytes()
 
 
-def _fetch_request(topic: str, partitions: int, max_bytes: int) -> Any:
-    cls = load_request_schema(1, FETCH_VERSION)
-    module = __import__(cls.__module__, fromlist=["FetchTopic", "FetchPartition"])
-    return cls(
-        replica_id=-1,
-        max_wait=datetime.timedelta(0),
-        min_bytes=0,
-        max_bytes=max_bytes,
-        isolation_level=0,
-        session_id=0,
-        session_epoch=-1,
-        topics=(
-            module.FetchTopic(
-                topic=topic,
-                partitions=tuple(
-                    module.FetchPartition(
-                        partition=p,
-                        current_leader_epoch=-1,
-                        fetch_offset=0,
-                        log_start_offset=-1,
-                        partition_max_bytes=max_bytes,
-                    )
-                    for p in range(partitions)
-                ),
-            ),
-        ),
-        forgotten_topics_data=(),
-        rack_id="",
-    )
-
-
 def test_a_consumer_reads_back_every_record_of_large_fetches(
     broker: InProcessBroker, topic: str
 ) -> None:
@@ -114,7 +87,7 @@ def test_a_slow_reader_gets_whole_responses_in_order(broker: InProcessBroker, to
     broker's sends stop part-way and go on when the reader catches up."""
     _fill(broker, topic, 2)
     logs = [_segment(broker, topic, p) for p in range(2)]
-    request = _fetch_request(topic, 2, 64 << 20)
+    request = fetch_request(topic, range(2), 64 << 20, version=FETCH_VERSION)
     # The receive window is fixed before connecting; a small one keeps the broker waiting.
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 * 1024)
