@@ -38,7 +38,8 @@ class FrameReader:
         if self._end == len(self._buf):
             unread = self._end - self._start
             # Only a frame smaller than own_above can be partly here: it fits once compacted.
-            self._buf[:unread] = self._view[self._start : self._end]
+            # Through a copy: bytearray slice assignment memcpy()s, and these bytes overlap.
+            self._buf[:unread] = bytes(self._view[self._start : self._end])
             self._start, self._end = 0, unread
         return self._view[self._end :]
 
