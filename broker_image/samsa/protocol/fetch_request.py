@@ -11,6 +11,7 @@ the same there, and malformed ones still end as InvalidRequestError.
 from __future__ import annotations
 
 import datetime
+import functools
 from dataclasses import dataclass, field
 from struct import Struct
 from typing import Any
@@ -73,6 +74,12 @@ def parse_fetch_request(version: int, frame: bytes | memoryview, offset: int) ->
     return decode_request(KEY, version, frame, offset)
 
 
+@functools.lru_cache(maxsize=16)
+def _max_wait(ms: int) -> datetime.timedelta:
+    """Followers send the same max wait every time: one timedelta for it, not one a request."""
+    return datetime.timedelta(milliseconds=ms)
+
+
 def _uvarint(buf: Any, pos: int) -> tuple[int, int]:
     byte = buf[pos]
     if byte < 0x80:
@@ -127,7 +134,7 @@ def _follower_fetch(buf: bytes | memoryview, pos: int) -> FetchRequest | None:
     replica_id, max_wait_ms, min_bytes, max_bytes, isolation, session_id, session_epoch = top
     return FetchRequest(
         replica_id,
-        datetime.timedelta(milliseconds=max_wait_ms),
+        _max_wait(max_wait_ms),
         min_bytes,
         max_bytes,
         isolation,
