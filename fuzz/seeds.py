@@ -30,6 +30,8 @@ from samsa.protocol.records import (
     COMPRESSION_ZSTD,
     build_batch,
 )
+from samsa.protocol.replica_fetch import VERSION as REPLICA_FETCH_VERSION
+from samsa.protocol.replica_fetch import encode_replica_fetch
 
 CODECS = (
     COMPRESSION_NONE,
@@ -114,6 +116,14 @@ def request_seeds() -> dict[str, bytes]:
                 kept += 1
                 if kept == EXAMPLES_PER_VERSION:
                     break
+    # A follower's fetch, the shape the hand-written Fetch reader takes (kio's examples rarely
+    # have it: no tagged fields, no forgotten topics).
+    follower = encode_replica_fetch(
+        2, 500, 1, 10 << 20, [("t", [(0, 4, 100, 3, 0, 1 << 20), (1, 4, 7, 3, 0, 1 << 20)])]
+    )
+    files[f"01-Fetch-v{REPLICA_FETCH_VERSION}-follower"] = encode_request(
+        1, REPLICA_FETCH_VERSION, 1, "broker-2", follower
+    )[4:]
     return files
 
 

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import time
+from bisect import bisect_left
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client import CollectorRegistry, Gauge
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 
 from samsa.log import LogManager
 from samsa.log.cleaner import LogCleaner
@@ -231,6 +234,84 @@ class _ReplicaCollector(Collector):
         return out
 
 
+class _Histogram:
+    """One labelled histogram's counts per bucket (not cumulative; the last is +Inf)."""
+
+    __slots__ = ("counts", "created", "sum")
+
+    def __init__(self, buckets: int) -> None:
+        self.counts = [0] * (buckets + 1)
+        self.sum = 0.0
+        self.created = time.time()
+
+
+class _HistogramFamily:
+    """A histogram kept as plain numbers: the broker's one event-loop thread observes it,
+    so it needs no lock per observation, and it is exported at scrape time."""
+
+    __slots__ = ("bounds", "children", "doc", "label", "name")
+
+    def __init__(self, name: str, doc: str, label: str, buckets: tuple[float, ...]) -> None:
+        self.name, self.doc, self.label = name, doc, label
+        self.bounds = tuple(float(b) for b in buckets)
+        self.children: dict[str, _Histogram] = {}
+
+    def child(self, value: str) -> _Histogram:
+        h = self.children.get(value)
+        if h is None:
+            h = self.children[value] = _Histogram(len(self.bounds))
+        return h
+
+    def collect(self) -> Metric:
+        family = Metric(self.name, self.doc, "histogram")
+        les = [floatToGoString(b) for b in self.bounds] + ["+Inf"]
+        name, label = self.name, self.label
+        for value, h in list(self.children.items()):
+            acc = 0.0
+            for le, n in zip(les, h.counts, strict=True):
+                acc += n
+                family.add_sample(f"{name}_bucket", {label: value, "le": le}, acc)
+            family.add_sample(f"{name}_count", {label: value}, acc)
+            family.add_sample(f"{name}_sum", {label: value}, h.sum)
+            family.add_sample(f"{name}_created", {label: value}, h.created)
+        return family
+
+
+class _CounterFamily:
+    """Counters by one label kept as plain numbers, exported at scrape time."""
+
+    __slots__ = ("children", "doc", "label", "name")
+
+    def __init__(self, name: str, doc: str, label: str) -> None:
+        self.name, self.doc, self.label = name, doc, label
+        # value -> [count, created]
+        self.children: dict[str, list[float]] = {}
+
+    def child(self, value: str) -> list[float]:
+        c = self.children.get(value)
+        if c is None:
+            c = self.children[value] = [0.0, time.time()]
+        return c
+
+    def collect(self) -> CounterMetricFamily:
+        family = CounterMetricFamily(self.name, self.doc, labels=[self.label])
+        for value, (count, created) in list(self.children.items()):
+            family.add_metric([value], count, created=created)
+        return family
+
+
+class _HotCollector(Collector):
+    """The per-request metrics (topic traffic, requests, replication stages), counted in plain
+    Python on the event loop and turned into metric families only when scraped: a
+    prometheus_client child takes a lock per increment, which the hot path can't afford."""
+
+    def __init__(self, families: list[_HistogramFamily | _CounterFamily]) -> None:
+        self._families = families
+
+    def collect(self) -> Iterable[Metric]:
+        return [f.collect() for f in self._families]
+
+
 class BrokerMetrics:
     def __init__(
         self,
@@ -241,46 +322,49 @@ class BrokerMetrics:
     ) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
-        self.messages_in = Counter(
-            "kafka_server_broker_topic_metrics_messages_in",
-            "Messages appended",
-            ["topic"],
-            registry=r,
+        self.messages_in = _CounterFamily(
+            "kafka_server_broker_topic_metrics_messages_in", "Messages appended", "topic"
         )
-        self.bytes_in = Counter(
-            "kafka_server_broker_topic_metrics_bytes_in", "Bytes appended", ["topic"], registry=r
+        self.bytes_in = _CounterFamily(
+            "kafka_server_broker_topic_metrics_bytes_in", "Bytes appended", "topic"
         )
-        self.bytes_out = Counter(
-            "kafka_server_broker_topic_metrics_bytes_out",
-            "Bytes sent to fetchers",
-            ["topic"],
-            registry=r,
+        self.bytes_out = _CounterFamily(
+            "kafka_server_broker_topic_metrics_bytes_out", "Bytes sent to fetchers", "topic"
         )
-        self.messages_out = Counter(
-            "kafka_server_broker_topic_metrics_messages_out",
-            "Messages sent to fetchers",
-            ["topic"],
-            registry=r,
+        self.messages_out = _CounterFamily(
+            "kafka_server_broker_topic_metrics_messages_out", "Messages sent to fetchers", "topic"
         )
-        self.requests = Counter(
-            "kafka_network_request_metrics_requests", "Requests handled", ["request"], registry=r
+        self.requests = _CounterFamily(
+            "kafka_network_request_metrics_requests", "Requests handled", "request"
         )
-        self.request_latency = Histogram(
+        self.request_latency = _HistogramFamily(
             "kafka_network_request_metrics_total_time_seconds",
             "Time to handle a request",
-            ["request"],
-            buckets=LATENCY_BUCKETS,
-            registry=r,
+            "request",
+            LATENCY_BUCKETS,
         )
         # Where replication's milliseconds go (samsa.replica.stages names the stages).
-        self.replication_latency = Histogram(
+        self.replication_latency = _HistogramFamily(
             "kafka_server_replication_stage_time_seconds",
             "Time a record spends in each step from producer to consumer",
-            ["stage"],
-            buckets=STAGE_BUCKETS,
-            registry=r,
+            "stage",
+            STAGE_BUCKETS,
         )
-        self._per_stage = {s: self.replication_latency.labels(s) for s in STAGES}
+        self._per_stage = {s: self.replication_latency.child(s) for s in STAGES}
+        self._stage_bounds = self.replication_latency.bounds
+        r.register(
+            _HotCollector(
+                [
+                    self.messages_in,
+                    self.bytes_in,
+                    self.bytes_out,
+                    self.messages_out,
+                    self.requests,
+                    self.request_latency,
+                    self.replication_latency,
+                ]
+            )
+        )
         self.connections = Gauge(
             "kafka_server_socket_server_metrics_connection_count",
             "Open client connections",
@@ -291,10 +375,11 @@ class BrokerMetrics:
         self.replication = _ReplicaCollector(replica_manager, controller)
         r.register(self.replication)
 
-        # labels() costs a lock and a dict build per call: keep the children, they're hot.
-        self._per_api: dict[str, tuple[Any, Any]] = {}
-        self._per_topic_in: dict[str, tuple[Any, Any]] = {}
-        self._per_topic_out: dict[str, tuple[Any, Any]] = {}
+        # The children by label value, looked up once per request.
+        self._per_api: dict[str, tuple[list[float], _Histogram]] = {}
+        self._latency_bounds = self.request_latency.bounds
+        self._per_topic_in: dict[str, tuple[list[float], list[float]]] = {}
+        self._per_topic_out: dict[str, tuple[list[float], list[float]]] = {}
 
     def on_isr_change(self, shrink: bool) -> None:
         if shrink:
@@ -306,41 +391,46 @@ class BrokerMetrics:
         pair = self._per_api.get(api)
         if pair is None:
             pair = self._per_api[api] = (
-                self.requests.labels(api),
-                self.request_latency.labels(api),
+                self.requests.child(api),
+                self.request_latency.child(api),
             )
-        pair[0].inc()
-        pair[1].observe(seconds)
+        pair[0][0] += 1
+        h = pair[1]
+        h.counts[bisect_left(self._latency_bounds, seconds)] += 1
+        h.sum += seconds
 
     def on_stage(self, stage: str, seconds: float) -> None:
-        self._per_stage[stage].observe(seconds)
+        h = self._per_stage[stage]
+        # A value equal to a bound falls in that bound's bucket (le), as prometheus_client's.
+        h.counts[bisect_left(self._stage_bounds, seconds)] += 1
+        h.sum += seconds
 
     def on_append(self, topic: str, messages: int, size: int) -> None:
         pair = self._per_topic_in.get(topic)
         if pair is None:
             pair = self._per_topic_in[topic] = (
-                self.messages_in.labels(topic),
-                self.bytes_in.labels(topic),
+                self.messages_in.child(topic),
+                self.bytes_in.child(topic),
             )
-        pair[0].inc(messages)
-        pair[1].inc(size)
+        pair[0][0] += messages
+        pair[1][0] += size
 
     def on_fetch(self, topic: str, messages: int, size: int) -> None:
         pair = self._per_topic_out.get(topic)
         if pair is None:
             pair = self._per_topic_out[topic] = (
-                self.messages_out.labels(topic),
-                self.bytes_out.labels(topic),
+                self.messages_out.child(topic),
+                self.bytes_out.child(topic),
             )
-        pair[0].inc(messages)
-        pair[1].inc(size)
+        pair[0][0] += messages
+        pair[1][0] += size
 
     def forget_topic(self, topic: str) -> None:
         """Drop a deleted topic's series so /metrics doesn't report it forever."""
-        for cache, metrics in (
+        for cache, families in (
             (self._per_topic_in, (self.messages_in, self.bytes_in)),
             (self._per_topic_out, (self.messages_out, self.bytes_out)),
         ):
             if cache.pop(topic, None) is not None:
-                for metric in metrics:
-                    metric.remove(topic)
+                for family in families:
+                    family.children.pop(topic, None)

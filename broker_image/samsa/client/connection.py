@@ -80,6 +80,12 @@ class _Responses(asyncio.BufferedProtocol):
             self.lost.set_result(None)
 
 
+def _expire(future: asyncio.Future[Any]) -> None:
+    """A request's answer did not come in time."""
+    if not future.done():
+        future.set_exception(TimeoutError("no response in time"))
+
+
 class BrokerConnection:
     def __init__(
         self,
@@ -165,14 +171,18 @@ class BrokerConnection:
         if self._closed or self._transport is None:
             raise ConnectionClosed(f"connection to {self.host}:{self.port} is closed")
         correlation_id = next(self._ids) & 0x7FFFFFFF
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
         self._pending[correlation_id] = (api_key, version, future)
+        timer: asyncio.TimerHandle | None = None
         try:
             self._transport.write(
                 encode_request(api_key, version, correlation_id, self.client_id, body)
             )
-            async with asyncio.timeout(timeout_s):
-                return await asyncio.shield(future)
+            # A timer failing the future, not asyncio.timeout around asyncio.shield: those cost
+            # a cancellation scope and a second future on every request (every follower fetch).
+            timer = loop.call_later(timeout_s, _expire, future)
+            return await future
         except TimeoutError:
             # The answer may still come, but this stream is now out of step with its caller.
             # Its future is nobody's any more: closing must not fail it with an exception that
@@ -182,6 +192,8 @@ class BrokerConnection:
             self.close()
             raise
         finally:
+            if timer is not None:
+                timer.cancel()
             self._pending.pop(correlation_id, None)
 
     def _answer(self, frame: bytes | bytearray) -> None:

@@ -6,7 +6,6 @@ holds its connection, so the batches behind it keep their order."""
 
 from __future__ import annotations
 
-import asyncio
 from time import perf_counter
 from typing import Any
 
@@ -227,7 +226,7 @@ async def _await_acks(
 ) -> Any:
     """acks=all: answer once every partition's records are on its whole ISR, or time out."""
     manager = services.replica_manager
-    await asyncio.gather(*(manager.wait_for_acks(tp, r, timeout_ms / 1000) for tp, r, _ in waiting))
+    await manager.wait_for_all_acks([(tp, r) for tp, r, _ in waiting], timeout_ms / 1000)
     for _, r, result in waiting:
         result.error_code = r.error_code
         if r.error_code:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import logging
 import uuid
@@ -109,6 +110,26 @@ def _require_keys(
             f"Compacted topic cannot accept message without key in topic partition {tp} "
             f"(batch {missing[0]}, record {missing[1]}).",
         )
+
+
+def _time_out(futures: list[asyncio.Future[int]]) -> None:
+    """acks=all waits that ran out of time (Kafka's DelayedProduce expiring)."""
+    for future in futures:
+        if not future.done():
+            future.set_result(ErrorCode.request_timed_out.value)
+
+
+def _settle_ack(
+    partition: Partition, response: ProducePartitionResponse, future: asyncio.Future[int]
+) -> None:
+    """One partition's acks=all wait ended: its answer."""
+    if future.cancelled():
+        return
+    code = future.result()
+    if code == 0 and len(partition.isr) < partition.log.config.min_insync_replicas:
+        code = ErrorCode.not_enough_replicas_after_append.value
+    response.error_code = code
+    response.required_offset = -1
 
 
 class ReplicaManager:
@@ -521,21 +542,38 @@ class ReplicaManager:
 
         REQUEST_TIMED_OUT if they do not in time, NOT_LEADER_OR_FOLLOWER if leadership moves,
         NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below min.insync.replicas."""
-        if response.required_offset < 0 or response.error_code:
+        await self.wait_for_all_acks([(tp, response)], timeout_s)
+
+    async def wait_for_all_acks(
+        self, waits: list[tuple[TopicPartition, ProducePartitionResponse]], timeout_s: float
+    ) -> None:
+        """``wait_for_acks`` for the partitions of one produce request, with one deadline.
+
+        Each partition's answer is settled the moment its wait ends, as one task per partition
+        would, but with none: a timer and the partitions' own futures, awaited in turn."""
+        pending: list[asyncio.Future[int]] = []
+        for tp, response in waits:
+            if response.required_offset < 0 or response.error_code:
+                continue
+            partition = self.partitions.get(tp)
+            if partition is None:
+                response.error_code = ErrorCode.not_leader_or_follower.value
+                continue
+            future = partition.wait_for_high_watermark(response.required_offset)
+            if future.done():
+                _settle_ack(partition, response, future)
+            else:
+                future.add_done_callback(functools.partial(_settle_ack, partition, response))
+                pending.append(future)
+        if not pending:
             return
-        partition = self.partitions.get(tp)
-        if partition is None:
-            response.error_code = ErrorCode.not_leader_or_follower.value
-            return
+        # A timer, not asyncio.timeout: that one costs a cancellation scope per request.
+        timer = asyncio.get_running_loop().call_later(timeout_s, _time_out, pending)
         try:
-            async with asyncio.timeout(timeout_s):
-                code = await partition.wait_for_high_watermark(response.required_offset)
-        except TimeoutError:
-            code = ErrorCode.request_timed_out.value
-        if code == 0 and len(partition.isr) < partition.log.config.min_insync_replicas:
-            code = ErrorCode.not_enough_replicas_after_append.value
-        response.error_code = code
-        response.required_offset = -1
+            for future in pending:
+                await future
+        finally:
+            timer.cancel()
 
     # fetch
 
