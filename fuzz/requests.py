@@ -1,8 +1,7 @@
 """Request frames (without their size prefix) of every API key and version the broker
 advertises, through the dispatcher's own reading: header, then body (kio's reader, or the
-hand-written Produce and follower Fetch readers).  Each must decode or raise
-InvalidRequestError, which the dispatcher turns into a closed connection; nothing else, and
-no hang.
+hand-written Produce parser).  Each must decode or raise InvalidRequestError, which the
+dispatcher turns into a closed connection; nothing else, and no hang.
 
 An input naming an API key or version the broker does not serve is steered onto one it does
 (the dispatcher closes the connection on those before reading further: nothing to fuzz), so
@@ -21,7 +20,6 @@ import atheris
 with atheris.instrument_imports(include=["samsa.protocol", "samsa.handlers.apis", "kio"]):
     import kio.serial  # noqa: F401
 
-    from samsa.protocol.fetch_request import parse_fetch_request  # noqa: F401
     from samsa.protocol.messages import InvalidRequestError, peek_api, request_type
     from samsa.protocol.produce_request import parse_produce_request  # noqa: F401
 

@@ -116,8 +116,8 @@ def request_seeds() -> dict[str, bytes]:
                 kept += 1
                 if kept == EXAMPLES_PER_VERSION:
                     break
-    # A follower's fetch, the shape the hand-written Fetch reader takes (kio's examples rarely
-    # have it: no tagged fields, no forgotten topics).
+    # A follower's fetch, the shape the replicas send (kio's examples rarely have it: no tagged
+    # fields, no forgotten topics).
     follower = encode_replica_fetch(
         2, 500, 1, 10 << 20, [("t", [(0, 4, 100, 3, 0, 1 << 20), (1, 4, 7, 3, 0, 1 << 20)])]
     )

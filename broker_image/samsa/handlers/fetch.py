@@ -19,7 +19,6 @@ from samsa.handlers.context import BrokerServices, RequestContext
 from samsa.metadata import TopicPartition
 from samsa.protocol.errors import ErrorCode
 from samsa.protocol.fast import FetchPartitionResult, FetchTopicResult, encode_fetch_response
-from samsa.protocol.fetch_request import parse_fetch_request
 from samsa.protocol.messages import ms
 from samsa.replica import FetchPartitionRequest, FetchPartitionResponse
 from samsa.security.acl import AclOperation
@@ -28,8 +27,6 @@ KEY = 1
 MIN_VERSION, MAX_VERSION = 4, 18
 FINAL_EPOCH = -1
 ZERO_UUID = uuid.UUID(int=0)
-# Followers' requests read by hand, the others by kio.
-decode = parse_fetch_request
 
 
 def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
