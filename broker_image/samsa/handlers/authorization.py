@@ -123,3 +123,13 @@ def acl_filter(request: Any, version: int) -> AclFilter:
         AclOperation(int(request.operation)),
         AclPermissionType(int(request.permission_type)),
     )
+
+
+def from_the_controller(services: BrokerServices, controller_epoch: int) -> bool:
+    """Whether to take a controller-to-broker request (LeaderAndIsr, UpdateMetadata,
+    StopReplica): only in a cluster, since a standalone broker is its own controller and takes
+    none from the network (any client could otherwise empty its metadata), and only from the
+    newest controller (the split-brain fence)."""
+    if not services.config["zookeeper.connect"]:
+        return False
+    return services.replica_manager.check_controller_epoch(controller_epoch)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from samsa.handlers.authorization import cluster_allowed
+from samsa.handlers.authorization import cluster_allowed, from_the_controller
 from samsa.handlers.context import BrokerServices, RequestContext
 from samsa.metadata import PartitionState
 from samsa.protocol import controller_apis as apis
@@ -46,7 +46,7 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
                     p.is_new,
                 )
             )
-    if not manager.check_controller_epoch(request.controller_epoch):
+    if not from_the_controller(services, request.controller_epoch):
         return apis.LeaderAndIsrResponse(error_code=ErrorCode.stale_controller_epoch, topics=())
     errors = manager.become_leader_or_follower(request.controller_epoch, items)
     by_topic: dict[str, list[apis.LeaderAndIsrPartitionError]] = {}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from samsa.handlers.authorization import cluster_allowed
+from samsa.handlers.authorization import cluster_allowed, from_the_controller
 from samsa.handlers.context import BrokerServices, RequestContext
 from samsa.metadata import TopicPartition
 from samsa.protocol import controller_apis as apis
@@ -21,7 +21,7 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
             error_code=ErrorCode.cluster_authorization_failed, partition_errors=()
         )
     manager = services.replica_manager
-    if not manager.check_controller_epoch(request.controller_epoch):
+    if not from_the_controller(services, request.controller_epoch):
         return apis.StopReplicaResponse(
             error_code=ErrorCode.stale_controller_epoch, partition_errors=()
         )

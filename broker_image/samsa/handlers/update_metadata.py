@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from samsa.handlers.authorization import cluster_allowed
+from samsa.handlers.authorization import cluster_allowed, from_the_controller
 from samsa.handlers.context import BrokerServices, RequestContext
 from samsa.metadata import BrokerInfo, Endpoint, PartitionState
 from samsa.metadata.names import is_internal
@@ -19,7 +19,7 @@ MIN_VERSION = MAX_VERSION = apis.UPDATE_METADATA_VERSION
 def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     if not cluster_allowed(services, ctx, AclOperation.CLUSTER_ACTION):
         return apis.UpdateMetadataResponse(error_code=ErrorCode.cluster_authorization_failed)
-    if not services.replica_manager.check_controller_epoch(request.controller_epoch):
+    if not from_the_controller(services, request.controller_epoch):
         return apis.UpdateMetadataResponse(error_code=ErrorCode.stale_controller_epoch)
     cache = services.cache
     inter = services.inter_broker_listener
