@@ -112,11 +112,12 @@ class _Aborted:
         heapq.heapify(self.pending)
         self.producers: set[int] = set()
 
-    def skip(self, pid: int, last_offset: int, control: bool, data: memoryview) -> bool:
+    def skip(self, pid: int, last_offset: int, control: bool, marker: memoryview | None) -> bool:
+        """Whether the batch is left out; `marker` is a control batch's records."""
         while self.pending and self.pending[0][0] <= last_offset:
             self.producers.add(heapq.heappop(self.pending)[1])
         if control:
-            if pid in self.producers and _is_abort_marker(data):
+            if pid in self.producers and marker is not None and _is_abort_marker(marker):
                 self.producers.discard(pid)
             return True
         return pid in self.producers
@@ -326,20 +327,21 @@ def decode(
         last = base + last_delta
         body = (pos + _HEADER_SIZE, batch_end)
         pos = batch_end
+        control = bool(attrs & _CONTROL)
+        # A batch below `start` still moves the aborted transactions on (an abort marker there
+        # ends one), as in Kafka's fetcher, which looks at every batch before skipping records.
+        skipped = control
+        if txns is not None and (attrs & _TRANSACTIONAL or control) and base < end:
+            marker = None
+            if control:
+                codec = attrs & _CODEC_MASK
+                section = view[body[0] : body[1]]
+                marker = memoryview(_inflate(codec, section)) if codec else section
+            skipped = txns.skip(pid, last, control, marker)
         if last < start:
             continue
         next_offset = max(next_offset, last + 1)
-        if base >= end:
-            continue
-        control = bool(attrs & _CONTROL)
-        if txns is not None and (attrs & _TRANSACTIONAL or control):
-            codec = attrs & _CODEC_MASK
-            section = view[body[0] : body[1]]
-            if txns.skip(
-                pid, last, control, memoryview(_inflate(codec, section)) if codec else section
-            ):
-                continue
-        elif control:
+        if base >= end or skipped:
             continue
         log_append = attrs & _LOG_APPEND_TIME
         ts = max_ts if log_append else base_ts

@@ -211,3 +211,26 @@ def test_corrupt_records_raise() -> None:
     data[ref.BATCH_HEADER_SIZE] = 0x7E  # the record's length varint now runs past its batch
     with pytest.raises(CorruptBatchError):
         decode(bytes(data), "t", 0, 0, 10)
+
+
+def test_an_abort_marker_below_start_ends_the_aborted_transaction() -> None:
+    """Found by the property above: a fetch from offset 2, where the producer's transaction at
+    0 was aborted by the marker at 1 and its next one, at 2, committed. The marker lies below
+    the fetch offset, but it still ends the aborted transaction, as in Kafka's fetcher."""
+
+    def txn(offset: int, value: bytes) -> bytes:
+        return ref.build_batch(
+            [(None, value, [])],
+            offset,
+            0,
+            producer_id=0,
+            producer_epoch=0,
+            base_sequence=offset,
+            transactional=True,
+        )
+
+    data = txn(0, b"aborted") + _marker(1, 0, commit=False)
+    data += txn(2, b"committed") + _marker(3, 0, commit=True)
+    got = decode(data, "t", 0, 2, 10, read_committed=True, aborted=[(0, 0)])
+    assert got.batch.column("value").to_pylist() == [b"committed"]
+    assert got.next_offset == 4
