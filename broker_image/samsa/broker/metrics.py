@@ -237,12 +237,18 @@ class _ReplicaCollector(Collector):
 class _Histogram:
     """One labelled histogram's counts per bucket (not cumulative; the last is +Inf)."""
 
-    __slots__ = ("counts", "created", "sum")
+    __slots__ = ("bounds", "counts", "created", "sum")
 
-    def __init__(self, buckets: int) -> None:
-        self.counts = [0] * (buckets + 1)
+    def __init__(self, bounds: tuple[float, ...]) -> None:
+        self.bounds = bounds
+        self.counts = [0] * (len(bounds) + 1)
         self.sum = 0.0
         self.created = time.time()
+
+    def observe(self, seconds: float) -> None:
+        # A value equal to a bound falls in that bound's bucket (le), as prometheus_client's.
+        self.counts[bisect_left(self.bounds, seconds)] += 1
+        self.sum += seconds
 
 
 class _HistogramFamily:
@@ -259,7 +265,7 @@ class _HistogramFamily:
     def child(self, value: str) -> _Histogram:
         h = self.children.get(value)
         if h is None:
-            h = self.children[value] = _Histogram(len(self.bounds))
+            h = self.children[value] = _Histogram(self.bounds)
         return h
 
     def collect(self) -> Metric:
@@ -351,7 +357,6 @@ class BrokerMetrics:
             STAGE_BUCKETS,
         )
         self._per_stage = {s: self.replication_latency.child(s) for s in STAGES}
-        self._stage_bounds = self.replication_latency.bounds
         r.register(
             _HotCollector(
                 [
@@ -377,7 +382,6 @@ class BrokerMetrics:
 
         # The children by label value, looked up once per request.
         self._per_api: dict[str, tuple[list[float], _Histogram]] = {}
-        self._latency_bounds = self.request_latency.bounds
         self._per_topic_in: dict[str, tuple[list[float], list[float]]] = {}
         self._per_topic_out: dict[str, tuple[list[float], list[float]]] = {}
 
@@ -395,15 +399,10 @@ class BrokerMetrics:
                 self.request_latency.child(api),
             )
         pair[0][0] += 1
-        h = pair[1]
-        h.counts[bisect_left(self._latency_bounds, seconds)] += 1
-        h.sum += seconds
+        pair[1].observe(seconds)
 
     def on_stage(self, stage: str, seconds: float) -> None:
-        h = self._per_stage[stage]
-        # A value equal to a bound falls in that bound's bucket (le), as prometheus_client's.
-        h.counts[bisect_left(self._stage_bounds, seconds)] += 1
-        h.sum += seconds
+        self._per_stage[stage].observe(seconds)
 
     def on_append(self, topic: str, messages: int, size: int) -> None:
         pair = self._per_topic_in.get(topic)

@@ -97,9 +97,10 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     unknown = len(reads) != len(order)  # partitions answered with an error already
     if total >= request.min_bytes or max_wait_ms <= 0 or unknown or not reads or _news(responses):
         return _encode(services, ctx, order, responses)
-    # Watched now, not when the long poll's task first runs: an append handled in between
-    # (another connection's Produce in the same loop turn) must wake it. Missed, it cost a
-    # follower its whole wait (replica.fetch.wait.max.ms) while a producer waited on acks=all.
+    # Watched as soon as it is read, here as in the long poll: an append handled before the
+    # long poll's task first runs (another connection's Produce in the same loop turn) must
+    # wake it. Missed, it cost a follower its whole wait (replica.fetch.wait.max.ms) while a
+    # producer waited on acks=all.
     watched = services.replica_manager.waiters.watch([r.tp for r in reads], replica_id >= 0)
     return _long_poll(
         watched,
@@ -117,7 +118,7 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
 
 
 async def _long_poll(
-    watched: asyncio.Future[float] | None,
+    watched: asyncio.Future[float | None],
     services: BrokerServices,
     ctx: RequestContext,
     order: list[tuple[str | None, uuid.UUID, int, int | None]],
@@ -136,13 +137,13 @@ async def _long_poll(
     while True:
         remaining = deadline - loop.time()
         woken = await manager.wait_for_data(tps, remaining, replica_id >= 0, watched)
-        watched = None
         responses, total = manager.read(reads, max_bytes, isolation, replica_id, from_follower)
         if woken is None or total >= min_bytes or _news(responses):
             answer = _encode(services, ctx, order, responses)
             if woken is not None and replica_id < 0:
                 manager.stages.since("consumer_wake", woken)
             return answer
+        watched = manager.waiters.watch(tps, replica_id >= 0)
 
 
 def _news(responses: list[FetchPartitionResponse]) -> bool:

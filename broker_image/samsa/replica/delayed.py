@@ -20,7 +20,7 @@ from time import perf_counter
 
 from samsa.metadata.model import TopicPartition
 
-Waiters = dict[TopicPartition, list[asyncio.Future[float]]]
+Waiters = dict[TopicPartition, list[asyncio.Future[float | None]]]
 
 
 def _wake(waiters: Waiters, tp: TopicPartition) -> None:
@@ -30,6 +30,11 @@ def _wake(waiters: Waiters, tp: TopicPartition) -> None:
         for fut in parked:
             if not fut.done():
                 fut.set_result(at)
+
+
+def _run_out(fut: asyncio.Future[float | None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
 
 
 class DataWaiters:
@@ -45,8 +50,8 @@ class DataWaiters:
 
     def watch(
         self, partitions: Iterable[TopicPartition], follower: bool = False
-    ) -> asyncio.Future[float]:
-        fut: asyncio.Future[float] = asyncio.get_running_loop().create_future()
+    ) -> asyncio.Future[float | None]:
+        fut: asyncio.Future[float | None] = asyncio.get_running_loop().create_future()
         waiters = self._followers if follower else self._consumers
         for tp in partitions:
             waiters.setdefault(tp, []).append(fut)
@@ -67,7 +72,7 @@ class DataWaiters:
 
     def forget(
         self,
-        fut: asyncio.Future[float],
+        fut: asyncio.Future[float | None],
         partitions: Iterable[TopicPartition],
         follower: bool = False,
     ) -> None:
@@ -89,19 +94,25 @@ class DataWaiters:
         partitions: list[TopicPartition],
         timeout_s: float,
         follower: bool = False,
-        watched: asyncio.Future[float] | None = None,
+        watched: asyncio.Future[float | None] | None = None,
     ) -> float | None:
         """When one of the partitions had news for this kind of fetch (perf_counter time), or
         None if none did in time. ``watched``: the future of a ``watch`` made earlier, when the
         fetch read the partitions, so that news between that read and this wait counts."""
         fut = watched if watched is not None else self.watch(partitions, follower)
-        if timeout_s <= 0:
-            self.forget(fut, partitions, follower)
-            return fut.result() if fut.done() else None
+        # A timer ending the wait, not asyncio.timeout around asyncio.shield: those cost a
+        # cancellation scope and a second future on every parked fetch. The future is this
+        # fetch's own, so cancelling it with its task wakes nobody else.
+        timer = (
+            asyncio.get_running_loop().call_later(timeout_s, _run_out, fut)
+            if timeout_s > 0
+            else None
+        )
         try:
-            async with asyncio.timeout(timeout_s):
-                return await asyncio.shield(fut)
-        except TimeoutError:
-            return None
+            if timer is None:
+                return fut.result() if fut.done() else None
+            return await fut
         finally:
+            if timer is not None:
+                timer.cancel()
             self.forget(fut, partitions, follower)

@@ -655,7 +655,7 @@ class ReplicaManager:
         tps: list[TopicPartition],
         timeout_s: float,
         follower: bool = False,
-        watched: asyncio.Future[float] | None = None,
+        watched: asyncio.Future[float | None] | None = None,
     ) -> float | None:
         """When one of the partitions had news for a follower's fetch (its log grew) or a
         consumer's (its high watermark moved), as perf_counter time; None at the timeout.

@@ -82,6 +82,8 @@ def test_a_reread_begun_before_a_step_does_not_undo_it(
     # The slow reader has the pipe open once a writer can open it without blocking.
     writer = wait_until(lambda: _open_writer(fifo), 5, what="the slow re-read to begin")
     monkeypatch.setenv(clock.ENV_VAR, str(stepped))
+    # The clock as another thread sees it, sampled for a second while the slow re-read is held
+    # open: a fixed window to look through, not a wait for something to happen.
     seen = []
     deadline = time.monotonic() + 1.0
     while time.monotonic() < deadline:
