@@ -162,8 +162,8 @@ def test_three_nodes(trio: Trio) -> None:
     # Partition 0 is led by broker 0: brokers 1 and 2 are its followers.
     def at_follower(s: System) -> Any:
         follower = to(1, s)
-        # A follower learns the high watermark in its next fetch response; both answer at
-        # once when it moves, but the check does not race that round trip.
+        # A follower learns the high watermark in the answer to its next fetch, which both
+        # park until replica.fetch.wait.max.ms when nothing new was appended.
         wait_for(lambda: fetch_from(follower, 0, 11)[2], 15, "records at the follower")
         return (
             list_offsets(follower, 0, -1),

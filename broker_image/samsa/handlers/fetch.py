@@ -95,7 +95,7 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     )
     max_wait_ms = ms(request.max_wait)
     unknown = len(reads) != len(order)  # partitions answered with an error already
-    if total >= request.min_bytes or max_wait_ms <= 0 or unknown or not reads or _news(responses):
+    if total >= request.min_bytes or max_wait_ms <= 0 or unknown or not reads or _failed(responses):
         return _encode(services, ctx, order, responses)
     # Watched as soon as it is read, here as in the long poll: an append handled before the
     # long poll's task first runs (another connection's Produce in the same loop turn) must
@@ -138,7 +138,7 @@ async def _long_poll(
         remaining = deadline - loop.time()
         woken = await manager.wait_for_data(tps, remaining, replica_id >= 0, watched)
         responses, total = manager.read(reads, max_bytes, isolation, replica_id, from_follower)
-        if woken is None or total >= min_bytes or _news(responses):
+        if woken is None or total >= min_bytes or _failed(responses):
             answer = _encode(services, ctx, order, responses)
             if woken is not None and replica_id < 0:
                 manager.stages.since("consumer_wake", woken)
@@ -146,11 +146,13 @@ async def _long_poll(
         watched = manager.waiters.watch(tps, replica_id >= 0)
 
 
-def _news(responses: list[FetchPartitionResponse]) -> bool:
-    """Worth answering before min_bytes: an error, or a follower's stale high watermark
-    (Kafka answers at once, so that consumers reading from followers, KIP-392, see records
-    as soon as the leader's consumers do, not a fetch wait later)."""
-    return any(r.error_code or r.high_watermark_news for r in responses)
+def _failed(responses: list[FetchPartitionResponse]) -> bool:
+    """Worth answering before min_bytes: an error (Kafka's errorReadingData). A high watermark
+    that is news to a follower is not: it goes in the answer to the follower's next fetch.
+    Kafka 2.4 answered at once for it, and dropped that in KAFKA-9731, unless a replica
+    selector sends consumers to followers (Samsa has none): it cost every follower one more
+    round trip per step of the high watermark."""
+    return any(r.error_code for r in responses)
 
 
 def _encode(

@@ -1,10 +1,12 @@
 """Delayed operations: fetches parked until data arrives or their wait runs out.
 
-Followers read to the log end and consumers only below the high watermark, so a consumer's
-parked fetch wakes when the high watermark moves, not on an append that it cannot read yet. A
-follower's wakes on both: on an append for the records, and on the high watermark so that it
-learns the new one at once (Kafka's DelayedFetch completes a follower's fetch whose high
-watermark is stale), which consumers reading from followers (KIP-392) wait for.
+Followers read to the log end and consumers only below the high watermark, so a follower's
+parked fetch wakes when its partition is appended to, and a consumer's when the high watermark
+moves (as Kafka's DelayedFetch completes on the bytes each can read): an append alone would
+wake consumers of a replicated partition to find nothing yet, and the high watermark's every
+step would wake followers that already have those records. A follower learns the high
+watermark in the answer to its next fetch, as in Kafka since KAFKA-9731: answering it at once
+cost every follower a round trip more per step of the high watermark.
 
 read_committed consumers read below the last stable offset, which moves only when the high
 watermark does (a marker's transaction holds it until the marker is below the high
@@ -62,8 +64,8 @@ class DataWaiters:
         _wake(self._followers, tp)
 
     def committed(self, tp: TopicPartition) -> None:
-        """The high watermark moved: consumers may read more, and followers learn it."""
-        self.notify(tp)
+        """The high watermark moved: consumers may read more."""
+        _wake(self._consumers, tp)
 
     def notify(self, tp: TopicPartition) -> None:
         """Anything changed (leadership, the log cut back or gone): every fetch looks again."""

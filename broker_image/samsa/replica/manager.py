@@ -74,8 +74,6 @@ class FetchPartitionResponse:
     # read_committed: (producer id, first offset) of the aborted transactions overlapping
     # the records returned; None otherwise.
     aborted_transactions: list[tuple[int, int]] | None = None
-    # A follower learns a high watermark it was not sent yet.
-    high_watermark_news: bool = False
 
 
 @dataclass(slots=True)
@@ -615,8 +613,6 @@ class ReplicaManager:
                 )
             resp.high_watermark = partition.high_watermark
             resp.last_stable_offset = partition.last_stable_offset
-            if replica_id >= 0:
-                resp.high_watermark_news = partition.high_watermark_sent(replica_id)
             resp.log_start_offset = plog.log_start_offset
             upper = partition.fetch_upper_bound(isolation_level, replica_id >= 0)
             budget = min(req.partition_max_bytes, max_bytes - total)

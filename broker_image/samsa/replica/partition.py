@@ -50,8 +50,6 @@ class ReplicaState:
     last_fetch_leader_leo: int = -1
     # When records were last sent to this follower (0: its last fetch got none).
     records_sent_at: float = 0.0
-    # The high watermark in the last fetch response read for this follower.
-    high_watermark_sent: int = -1
 
 
 @dataclass(slots=True)
@@ -341,15 +339,6 @@ class Partition:
         state.last_fetch_leader_leo = leo
         self._maybe_expand_isr(replica_id, state)
         self._maybe_advance_high_watermark()
-
-    def high_watermark_sent(self, replica_id: int) -> bool:
-        """A fetch response for follower ``replica_id`` carries the high watermark: whether it
-        is news to the follower (Kafka's followerNeedsHwUpdate)."""
-        state = self.remote.get(replica_id)
-        if state is None or state.high_watermark_sent >= self.high_watermark:
-            return False
-        state.high_watermark_sent = self.high_watermark
-        return True
 
     def _maybe_expand_isr(self, replica_id: int, state: ReplicaState) -> None:
         if self.pending is not None or replica_id in self.isr or self._alter_isr is None:

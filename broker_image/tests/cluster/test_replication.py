@@ -233,3 +233,32 @@ def test_requests_behind_an_acks_all_wait_are_handled_and_answered_in_order(
         (partition,) = produced.responses[0].partition_responses
         assert (partition.error_code.value, partition.base_offset) == (0, 0)
     assert answers[2].error_code.value == 0
+
+
+def test_a_follower_fetch_is_answered_for_records_not_for_the_high_watermark(
+    cluster: LocalCluster,
+) -> None:
+    """A follower's parked fetch is answered when records are appended, and learns the high
+    watermark in that answer, as in Kafka (KAFKA-9731): answered again for each step of the
+    high watermark, every follower cost the leader twice the fetches per acknowledged write."""
+    create_topic(cluster, "steps", partitions=1, rf=3, **{"min.insync.replicas": "2"})
+    wait_until(lambda: isr(cluster, "steps", 0) == [0, 1, 2], 60, what="a full ISR")
+    the_leader = leader(cluster, "steps", 0)
+    fetches = 'kafka_network_request_metrics_requests_total{request="Fetch"}'
+    producer = Producer(
+        {"bootstrap.servers": cluster.bootstrap_servers, "acks": "all", "linger.ms": 0}
+    )
+    producer.produce("steps", b"first", partition=0)
+    assert producer.flush(30) == 0
+    records = 200
+    before = metrics(cluster, the_leader).get(fetches, 0.0)
+    started = time.monotonic()
+    for i in range(records):
+        producer.produce("steps", str(i).encode(), partition=0)
+        assert producer.flush(30) == 0, "an acks=all write not acknowledged"
+    elapsed = time.monotonic() - started
+    answered = metrics(cluster, the_leader).get(fetches, 0.0) - before
+    # One answer per follower per write, plus the fetches that found nothing and waited out
+    # replica.fetch.wait.max.ms (500 ms): one per follower per half second at most.
+    quiet = 2 * (elapsed / 0.5 + 1)
+    assert answered <= 2.5 * records + quiet, (answered, records, elapsed)
