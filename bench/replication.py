@@ -2,12 +2,15 @@
 
 One `samsa local up --brokers 3` cluster, warmed up (see run). End-to-end latency
 (librdkafka, 100 B records, 6 partitions, linger.ms=1) at 10,000 msg/s of RF=1 acks=1 (the
-baseline), RF=3 acks=1 and RF=3 acks=all, then RF=3 acks=all at half of its peak measured in
-the same run. Beside each, the
-replication stages (``samsa.replica.stages``) from the brokers' /metrics: the histograms'
-growth over that run, summed over the three brokers, read as percentiles the way Prometheus's
-histogram_quantile reads them (bucket bounds interpolated, so they are coarse). The brokers'
-CPU per MB delivered is beside each latency: on a shared machine it is steadier than latency.
+baseline), RF=3 acks=1 and RF=3 acks=all, RF=3 acks=all at 1,000 msg/s, then RF=3 acks=all
+at half of its peak measured in the same run; then the same on Apache Kafka, the reference,
+and Samsa's ratio to it on each row. Before them, a round trip to an asyncio server that does
+no work (``bench.round_trip``): the cost of each hop on this machine. Beside Samsa's rows,
+the replication stages (``samsa.replica.stages``) from the brokers' /metrics: the
+histograms' growth over that run, summed over the three brokers, read as percentiles the way
+Prometheus's histogram_quantile reads them (bucket bounds interpolated, so they are coarse).
+The brokers' CPU per MB delivered is beside each latency: on a shared machine it is steadier
+than latency.
 """
 
 from __future__ import annotations
@@ -18,16 +21,30 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from bench import round_trip
+from bench.kafka_system import ApacheKafkaCluster
 from bench.samsa_system import SamsaCluster, create_topic
 from bench.system import System
 from bench.table import Row
 from bench.workloads import PARTITIONS, measure_latency, measure_throughput
+from samsa.dev.jars import JarsUnavailable
 from samsa.replica.stages import STAGES
 
 SIZE = 100
 RATE = 10_000
 WARM_UP_S = 5.0
 STAGE_METRIC = "kafka_server_replication_stage_time_seconds"
+# (label, topic, producer acks, msg/s): the last, a tenth of the rate, is the replicated path
+# with CPU to spare.
+CASES = (
+    ("RF=1 acks=1", "lat-rf1", "1", RATE),
+    ("RF=3 acks=1", "lat-rf3-acks1", "1", RATE),
+    ("RF=3 acks=all", "lat-rf3", "all", RATE),
+    ("RF=3 acks=all, 1,000 msg/s", "lat-rf3-low", "all", RATE // 10),
+)
+HALF_PEAK = "RF=3 acks=all, half peak"
+NAMES = {"samsa": "samsa, 3 brokers", "kafka": "kafka, 3 KRaft nodes"}
+KAFKA = NAMES["kafka"]
 
 Buckets = dict[str, dict[float, float]]  # stage -> upper bound -> cumulative count
 
@@ -88,16 +105,16 @@ def _run_case(
     seconds: float,
     acks: str,
 ) -> list[Row]:
+    """The e2e row of one case, then (Samsa only: `ports` of its /metrics) its stage rows."""
     before = scrape(ports)
     cpu = system.cpu_seconds()
     values, _ = measure_latency(system, topic, SIZE, rate, seconds, create=False, acks=acks)
     cpu = system.cpu_seconds() - cpu
-    stages = growth(before, scrape(ports))
     mb = (values["received"] or 0) * SIZE / 1e6
     rows = [
         Row(
             f"e2e {label}",
-            "samsa, 3 brokers",
+            NAMES[system.key],
             SIZE,
             msgs_per_s=values["rate"],
             p50_ms=values["p50_ms"],
@@ -107,6 +124,7 @@ def _run_case(
             note=f"target {rate:,.0f}/s; received {values['received']}; max {_ms_text(values)}",
         )
     ]
+    stages = growth(before, scrape(ports))
     for stage in STAGES:
         per = stages.get(stage)
         count = per.get(float("inf"), 0.0) if per else 0.0
@@ -126,45 +144,84 @@ def _run_case(
     return rows
 
 
-def run(quick: bool = False) -> list[Row]:
+def _cases(system: System, ports: list[int], quick: bool) -> list[Row]:
+    """Every case on one running cluster: RF=1 and RF=3 at 10,000 msg/s, the peak, and half
+    of that peak."""
     seconds = 5.0 if quick else 15.0
     peak_count = 200_000 if quick else 1_000_000
+    endpoint = system.endpoint
+    create_topic(endpoint, "lat-rf1", PARTITIONS, 1, {})
+    for topic in ("lat-rf3-acks1", "lat-rf3", "lat-rf3-low", "lat-rf3-half", "peak-rf3", "warm-up"):
+        create_topic(endpoint, topic, PARTITIONS, 3, {"min.insync.replicas": "2"})
+    # The first consumer makes the brokers create __consumer_offsets (50 partitions, RF=3)
+    # and their followers start on it: a fresh cluster's one-off, kept out of the figures.
+    measure_latency(system, "warm-up", SIZE, RATE / 10, WARM_UP_S, create=False, acks="all")
     rows: list[Row] = []
-    with SamsaCluster() as system:
-        ports = _http_ports(system.workdir / "data")
-        endpoint = system.endpoint
-        create_topic(endpoint, "lat-rf1", PARTITIONS, 1, {})
-        create_topic(endpoint, "lat-rf3-acks1", PARTITIONS, 3, {"min.insync.replicas": "2"})
-        create_topic(endpoint, "lat-rf3", PARTITIONS, 3, {"min.insync.replicas": "2"})
-        create_topic(endpoint, "lat-rf3-half", PARTITIONS, 3, {"min.insync.replicas": "2"})
-        create_topic(endpoint, "peak-rf3", PARTITIONS, 3, {"min.insync.replicas": "2"})
-        create_topic(endpoint, "warm-up", PARTITIONS, 3, {"min.insync.replicas": "2"})
-        # The first consumer makes the brokers create __consumer_offsets (50 partitions, RF=3)
-        # and their followers start on it: a fresh cluster's one-off, kept out of the figures.
-        measure_latency(system, "warm-up", SIZE, RATE / 10, WARM_UP_S, create=False, acks="all")
-        cases = [
-            ("RF=1 acks=1", "lat-rf1", "1"),
-            ("RF=3 acks=1", "lat-rf3-acks1", "1"),
-            ("RF=3 acks=all", "lat-rf3", "all"),
-        ]
-        for label, topic, acks in cases:
-            rows += _run_case(system, ports, label, topic, RATE, seconds, acks)
-        peak = measure_throughput(system, "produce", "peak-rf3", SIZE, peak_count, acks="all")
-        rate = (peak["msgs_per_s"] or 2 * RATE) / 2
+    for label, topic, acks, rate in CASES:
+        rows += _run_case(system, ports, label, topic, rate, seconds, acks)
+    peak = measure_throughput(system, "produce", "peak-rf3", SIZE, peak_count, acks="all")
+    half = (peak["msgs_per_s"] or 2 * RATE) / 2
+    rows.append(
+        Row(
+            "peak produce RF=3 acks=all",
+            NAMES[system.key],
+            SIZE,
+            msgs_per_s=peak["msgs_per_s"],
+            mb_per_s=peak["mb_per_s"],
+            cpu_ms_per_mb=peak["server_cpu_ms_per_mb"],
+        )
+    )
+    rows += _run_case(system, ports, HALF_PEAK, "lat-rf3-half", half, seconds, "all")
+    return rows
+
+
+def _ceiling_rows(quick: bool) -> list[Row]:
+    """A request's round trip to a server that does no work: the floor under every hop."""
+    seconds = 1.0 if quick else 3.0
+    rows = []
+    for window, label in ((1, "one at a time"), (64, "64 in flight")):
+        per_s, cpu_us = round_trip.measure(seconds, window)
         rows.append(
             Row(
-                "peak produce RF=3 acks=all",
-                "samsa, 3 brokers",
-                SIZE,
-                msgs_per_s=peak["msgs_per_s"],
-                mb_per_s=peak["mb_per_s"],
-                cpu_ms_per_mb=peak["server_cpu_ms_per_mb"],
+                f"ceiling: asyncio round trip, {label}",
+                "no broker",
+                400,
+                msgs_per_s=per_s,
+                note=f"server CPU {cpu_us:.1f} µs per round trip",
+                extra={"cpu_us": cpu_us},
             )
         )
-        rows += _run_case(
-            system, ports, "RF=3 acks=all, half peak", "lat-rf3-half", rate, seconds, "all"
-        )
     return rows
+
+
+def _compared(samsa: list[Row], kafka: list[Row]) -> None:
+    """Samsa's e2e and peak rows say how they stand against Kafka's of the same case."""
+    theirs = {row.workload: row for row in kafka if row.system == KAFKA}
+    for row in samsa:
+        other = theirs.get(row.workload)
+        if other is None:
+            continue
+        if row.workload.startswith("peak"):
+            pairs = [("msg/s", row.msgs_per_s, other.msgs_per_s)]
+        else:
+            pairs = [("p50", row.p50_ms, other.p50_ms), ("p99", row.p99_ms, other.p99_ms)]
+        parts = [f"{name} {mine / ref:.3g}x" for name, mine, ref in pairs if mine and ref]
+        if parts:
+            row.note = f"{row.note}; Samsa/Kafka {', '.join(parts)}".lstrip("; ")
+
+
+def run(quick: bool = False) -> list[Row]:
+    rows = _ceiling_rows(quick)
+    with SamsaCluster() as system:
+        samsa = _cases(system, _http_ports(system.workdir / "data"), quick)
+    kafka: list[Row] = []
+    try:
+        with ApacheKafkaCluster() as reference:
+            kafka = _cases(reference, [], quick)
+    except JarsUnavailable as exc:
+        kafka = [Row("Apache Kafka", KAFKA, note=f"not run: {exc}")]
+    _compared(samsa, kafka)
+    return rows + samsa + kafka
 
 
 def _ms(seconds: float | None) -> float | None:
