@@ -51,6 +51,7 @@ from samsa.metadata.producer_ids import (
 from samsa.network import Connection, SocketServer
 from samsa.protocol.warm import warm_up
 from samsa.replica import Partition, ReplicaManager
+from samsa.replica.fetch_session import FetchSessionCache
 from samsa.security.authorizer import Authorizer
 from samsa.security.channels import inter_broker_security, listener_ssl_context
 from samsa.security.sasl import SaslServer
@@ -265,6 +266,7 @@ class KafkaServer:
             producer_id_manager=self.producer_id_manager,
             sasl=self._sasl_server(),
             authorizer=self.authorizer,
+            fetch_sessions=FetchSessionCache(config["max.incremental.fetch.session.cache.slots"]),
         )
         self.services = services
         late.target = KafkaApis(services, default_apis())

@@ -16,6 +16,8 @@ from samsa.replica import ReplicaManager
 if TYPE_CHECKING:
     from samsa.controller import KafkaController
     from samsa.handlers.txn_verification import VerifyTransaction
+    from samsa.replica import FetchPartitionRequest
+    from samsa.replica.fetch_session import FetchSessionCache
     from samsa.security.authorizer import Authorizer
     from samsa.security.sasl import SaslServer
 
@@ -50,6 +52,8 @@ class BrokerServices:
     producer_id_manager: ProducerIdManager | None = None
     # Bytes and messages sent to fetchers, per topic.
     on_fetch: Callable[[str, int, int], None] = field(default=lambda topic, n, size: None)
+    # Followers' fetch sessions (KIP-227); None: every fetch is full.
+    fetch_sessions: FetchSessionCache[FetchPartitionRequest] | None = None
     # The dispatch table (API key -> Api), for ApiVersions; set by KafkaApis.
     api_table: dict[int, Any] = field(default_factory=dict)
     # Cluster mode: this broker's controller (active or not); None standalone.

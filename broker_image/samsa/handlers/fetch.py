@@ -3,9 +3,10 @@
 isolation_level=1 (read_committed) reads below the last stable offset and gets the aborted
 transactions overlapping what it reads, from the segments' `.txnindex`.
 
-Fetch sessions (KIP-227) are refused correctly: every response carries session id 0, so
-clients keep sending full fetches, and an incremental fetch of an unknown session gets
-FETCH_SESSION_ID_NOT_FOUND.
+Fetch sessions (KIP-227, samsa.replica.fetch_session) are kept for followers: a session's
+fetch reads all its partitions, and an incremental answer carries only those with news.
+Consumers get none: their answers carry session id 0, so they keep sending full fetches, and
+an incremental fetch of an unknown session gets FETCH_SESSION_ID_NOT_FOUND.
 """
 
 from __future__ import annotations
@@ -21,24 +22,18 @@ from samsa.protocol.errors import ErrorCode
 from samsa.protocol.fast import FetchPartitionResult, FetchTopicResult, encode_fetch_response
 from samsa.protocol.messages import ms
 from samsa.replica import FetchPartitionRequest, FetchPartitionResponse
+from samsa.replica.fetch_session import FINAL_EPOCH, FetchSession, FetchSessionError
 from samsa.security.acl import AclOperation
 
 KEY = 1
 MIN_VERSION, MAX_VERSION = 4, 18
-FINAL_EPOCH = -1
 ZERO_UUID = uuid.UUID(int=0)
 
 
 def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     version = ctx.version
     session_id = getattr(request, "session_id", 0)
-    if session_id != 0 and getattr(request, "session_epoch", FINAL_EPOCH) != FINAL_EPOCH:
-        return encode_fetch_response(
-            version,
-            ctx.header.correlation_id,
-            [],
-            error_code=ErrorCode.fetch_session_id_not_found.value,
-        )
+    epoch = getattr(request, "session_epoch", FINAL_EPOCH)
     cache = services.cache
     replica_state = getattr(request, "replica_state", None)
     replica_id = (
@@ -46,11 +41,28 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
         if replica_state is not None
         else getattr(request, "replica_id", -1)
     )
+    # Followers fetch with CLUSTER_ACTION on the cluster, consumers with READ on each topic.
+    follower_allowed = replica_id < 0 or cluster_allowed(services, ctx, AclOperation.CLUSTER_ACTION)
+    session: FetchSession[FetchPartitionRequest] | None = None
+    incremental = False
+    sessions = services.fetch_sessions
+    if replica_id >= 0 and follower_allowed and sessions is not None and version >= 7:
+        try:
+            session, incremental = sessions.context(session_id, epoch, replica_id)
+        except FetchSessionError as exc:
+            return encode_fetch_response(
+                version, ctx.header.correlation_id, [], error_code=exc.code.value
+            )
+    elif session_id != 0 and epoch != FINAL_EPOCH:
+        return encode_fetch_response(
+            version,
+            ctx.header.correlation_id,
+            [],
+            error_code=ErrorCode.fetch_session_id_not_found.value,
+        )
     # Partitions keep the request's order; unknown ones are answered with an error.
     order: list[tuple[str | None, uuid.UUID, int, int | None]] = []
     reads: list[FetchPartitionRequest] = []
-    # Followers fetch with CLUSTER_ACTION on the cluster, consumers with READ on each topic.
-    follower_allowed = replica_id < 0 or cluster_allowed(services, ctx, AclOperation.CLUSTER_ACTION)
     for topic in request.topics:
         topic_id = getattr(topic, "topic_id", None) or ZERO_UUID
         name = getattr(topic, "topic", None)
@@ -86,6 +98,17 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
                     getattr(p, "log_start_offset", -1),
                 )
             )
+    if session is not None:
+        if incremental:
+            session.update(((r.tp, r) for r in reads), _forgotten(services, ctx, request))
+        else:
+            session.update(((r.tp, r) for r in reads), ())
+        # The session's partitions are what this fetch reads, the ones it names included;
+        # those it named with an error are answered with it and kept out of the session.
+        errors = [entry for entry in order if entry[3] is not None]
+        session.update((), (TopicPartition(e[0], e[2]) for e in errors if e[0] is not None))
+        reads = list(session.fetches.values())
+        order = errors + [_entry(services, r.tp) for r in reads]
     max_bytes = request.max_bytes
     isolation = request.isolation_level
     # KIP-392: consumers sending client metadata (v11+) may read from a follower.
@@ -96,7 +119,7 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     max_wait_ms = ms(request.max_wait)
     unknown = len(reads) != len(order)  # partitions answered with an error already
     if total >= request.min_bytes or max_wait_ms <= 0 or unknown or not reads or _failed(responses):
-        return _encode(services, ctx, order, responses)
+        return _encode(services, ctx, order, responses, session, incremental)
     # Watched as soon as it is read, here as in the long poll: an append handled before the
     # long poll's task first runs (another connection's Produce in the same loop turn) must
     # wake it. Missed, it cost a follower its whole wait (replica.fetch.wait.max.ms) while a
@@ -114,6 +137,8 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
         from_follower,
         request.min_bytes,
         max_wait_ms,
+        session,
+        incremental,
     )
 
 
@@ -129,6 +154,8 @@ async def _long_poll(
     from_follower: bool,
     min_bytes: int,
     max_wait_ms: int,
+    session: FetchSession[FetchPartitionRequest] | None,
+    incremental: bool,
 ) -> Any:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max_wait_ms / 1000
@@ -139,7 +166,7 @@ async def _long_poll(
         woken = await manager.wait_for_data(tps, remaining, replica_id >= 0, watched)
         responses, total = manager.read(reads, max_bytes, isolation, replica_id, from_follower)
         if woken is None or total >= min_bytes or _failed(responses):
-            answer = _encode(services, ctx, order, responses)
+            answer = _encode(services, ctx, order, responses, session, incremental)
             if woken is not None and replica_id < 0:
                 manager.stages.since("consumer_wake", woken)
             return answer
@@ -160,20 +187,36 @@ def _encode(
     ctx: RequestContext,
     order: list[tuple[str | None, uuid.UUID, int, int | None]],
     responses: list[FetchPartitionResponse],
+    session: FetchSession[FetchPartitionRequest] | None = None,
+    incremental: bool = False,
 ) -> list[Any]:
     on_fetch = services.on_fetch
     topics: list[FetchTopicResult] = []
     current: FetchTopicResult | None = None
     it = iter(responses)
     for name, topic_id, partition, error in order:
-        if current is None or current.name != name or current.topic_id != topic_id:
-            current = FetchTopicResult(name or "", topic_id, [])
-            topics.append(current)
         if error is not None:
+            if current is None or current.name != name or current.topic_id != topic_id:
+                current = FetchTopicResult(name or "", topic_id, [])
+                topics.append(current)
             # Empty records, not null, as Kafka (librdkafka rejects a null record set).
             current.partitions.append(FetchPartitionResult(partition, error, -1, -1, -1, b""))
             continue
         r = next(it)
+        if session is not None:
+            told = session.must_answer(
+                r.tp,
+                r.error_code,
+                bool(r.records),
+                r.high_watermark,
+                r.last_stable_offset,
+                r.log_start_offset,
+            )
+            if incremental and not told:
+                continue
+        if current is None or current.name != name or current.topic_id != topic_id:
+            current = FetchTopicResult(name or "", topic_id, [])
+            topics.append(current)
         if r.records:
             on_fetch(r.tp.topic, r.messages, len(r.records))
         current.partitions.append(
@@ -187,4 +230,28 @@ def _encode(
                 r.aborted_transactions,
             )
         )
-    return encode_fetch_response(ctx.version, ctx.header.correlation_id, topics)
+    return encode_fetch_response(
+        ctx.version,
+        ctx.header.correlation_id,
+        topics,
+        session_id=session.id if session is not None else 0,
+    )
+
+
+def _entry(services: BrokerServices, tp: TopicPartition) -> tuple[str, uuid.UUID, int, None]:
+    """A session's partition as the answer names it."""
+    meta = services.cache.topic(tp.topic)
+    return (tp.topic, meta.topic_id if meta is not None else ZERO_UUID, tp.partition, None)
+
+
+def _forgotten(services: BrokerServices, ctx: RequestContext, request: Any) -> list[TopicPartition]:
+    """The partitions an incremental fetch drops from its session: by name to v12, by topic
+    id from v13."""
+    out: list[TopicPartition] = []
+    for topic in getattr(request, "forgotten_topics_data", None) or ():
+        name = getattr(topic, "topic", None)
+        if name is None:
+            name = services.cache.topic_name(getattr(topic, "topic_id", ZERO_UUID))
+        if name is not None:
+            out.extend(TopicPartition(name, p) for p in topic.partitions)
+    return out

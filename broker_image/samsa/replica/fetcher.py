@@ -29,6 +29,7 @@ from samsa.protocol.messages import build, request_type
 from samsa.protocol.records import CorruptRecordError
 from samsa.protocol.replica_fetch import VERSION as REPLICA_FETCH_VERSION
 from samsa.protocol.replica_fetch import PartitionFetch, encode_replica_fetch
+from samsa.replica.fetch_session import FetchSessionHandler
 from samsa.replica.partition import Partition
 from samsa.replica.truncation import UNDEFINED_EPOCH, offset_truncation_state
 
@@ -36,6 +37,8 @@ log = logging.getLogger(__name__)
 
 FETCH = 1
 FETCH_VERSION = REPLICA_FETCH_VERSION
+# The leader lost or moved past the session: the next fetch opens a new one, at once.
+_SESSION_ERRORS = (ErrorCode.fetch_session_id_not_found, ErrorCode.invalid_fetch_session_epoch)
 OFFSET_FOR_LEADER_EPOCH = 23
 OFFSET_FOR_LEADER_EPOCH_VERSION = 4
 
@@ -102,6 +105,7 @@ class ReplicaFetcher:
         self.states: dict[TopicPartition, FetchState] = {}
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self.session: FetchSessionHandler[PartitionFetch] = FetchSessionHandler()
 
     def add(self, partition: Partition) -> None:
         self.states[partition.tp] = FetchState(partition)
@@ -228,7 +232,7 @@ class ReplicaFetcher:
     # ------------------------------------------------------------------ fetch
 
     async def _fetch(self, states: list[FetchState]) -> None:
-        topics: dict[str, list[PartitionFetch]] = {}
+        wanted: list[tuple[TopicPartition, PartitionFetch]] = []
         for s in states:
             partition = s.partition
             plog = partition.log
@@ -239,19 +243,29 @@ class ReplicaFetcher:
                     s.delayed_until = time.monotonic() + 0.1
                     continue
             epoch = plog.latest_epoch
-            topics.setdefault(partition.tp.topic, []).append(
+            wanted.append(
                 (
-                    partition.tp.partition,
-                    partition.leader_epoch,
-                    plog.log_end_offset,
-                    epoch if epoch is not None else UNDEFINED_EPOCH,
-                    plog.log_start_offset,
-                    max_bytes,
+                    partition.tp,
+                    (
+                        partition.tp.partition,
+                        partition.leader_epoch,
+                        plog.log_end_offset,
+                        epoch if epoch is not None else UNDEFINED_EPOCH,
+                        plog.log_start_offset,
+                        max_bytes,
+                    ),
                 )
             )
-        if not topics:
+        if not wanted:
             await asyncio.sleep(0.05)
             return
+        plan = self.session.plan(wanted)
+        topics: dict[str, list[PartitionFetch]] = {}
+        for tp, fetch in plan.send:
+            topics.setdefault(tp.topic, []).append(fetch)
+        forgotten: dict[str, list[int]] = {}
+        for tp in plan.forgotten:
+            forgotten.setdefault(tp.topic, []).append(tp.partition)
         config = self.config
         request = encode_replica_fetch(
             config.broker_id,
@@ -259,23 +273,45 @@ class ReplicaFetcher:
             config.min_bytes,
             config.max_bytes,
             topics.items(),
+            plan.session_id,
+            plan.epoch,
+            forgotten.items(),
         )
-        response = await self.pool.request(
-            self.leader_id,
-            FETCH,
-            FETCH_VERSION,
-            request,
-            (self.config.max_wait_ms + self.config.request_timeout_ms) / 1000,
-        )
+        try:
+            response = await self.pool.request(
+                self.leader_id,
+                FETCH,
+                FETCH_VERSION,
+                request,
+                (self.config.max_wait_ms + self.config.request_timeout_ms) / 1000,
+            )
+        except BaseException:
+            # The leader may or may not have taken the request: begin a new session.
+            self.session.failed()
+            raise
         received = time.perf_counter()
+        if response.error_code in _SESSION_ERRORS:
+            log.info(
+                "fetch session %d with broker %d: %s; fetching in full",
+                plan.session_id,
+                self.leader_id,
+                response.error_code.name,
+            )
+            self.session.failed()
+            return
         if response.error_code != ErrorCode.none:
+            self.session.failed()
             raise ConnectionError(f"fetch refused: {response.error_code.name}")
+        self.session.answered(response.session_id)
         for topic in response.responses:
             for p in topic.partitions:
                 state = self.states.get(TopicPartition(topic.topic, p.partition_index))
                 if state is None or state.truncating:
                     continue
                 if p.error_code != ErrorCode.none:
+                    # The leader may have kept it out of the session (a topic it did not
+                    # know yet): named again in full when next fetched.
+                    self.session.resend(state.partition.tp)
                     self._on_partition_error(state, p.error_code, p)
                     continue
                 self._append(state, p, received)

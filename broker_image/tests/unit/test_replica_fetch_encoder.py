@@ -26,7 +26,21 @@ _topics = st.dictionaries(
 )
 
 
-def _kio(replica_id: int, wait: int, min_bytes: int, max_bytes: int, topics: dict) -> bytes:
+_forgotten = st.dictionaries(
+    st.text(min_size=1, max_size=50), st.lists(_i32, max_size=5), max_size=3
+)
+_session = st.tuples(_i32, _i32)
+
+
+def _kio(
+    replica_id: int,
+    wait: int,
+    min_bytes: int,
+    max_bytes: int,
+    topics: dict,
+    session: tuple[int, int] = (0, -1),
+    forgotten: dict | None = None,
+) -> bytes:
     cls = request_type(1, VERSION)
     body = build(
         cls,
@@ -36,8 +50,8 @@ def _kio(replica_id: int, wait: int, min_bytes: int, max_bytes: int, topics: dic
             "min_bytes": min_bytes,
             "max_bytes": max_bytes,
             "isolation_level": 0,
-            "session_id": 0,
-            "session_epoch": -1,
+            "session_id": session[0],
+            "session_epoch": session[1],
             "topics": [
                 {
                     "topic": name,
@@ -61,7 +75,10 @@ def _kio(replica_id: int, wait: int, min_bytes: int, max_bytes: int, topics: dic
                 }
                 for name, ps in topics.items()
             ],
-            "forgotten_topics_data": [],
+            "forgotten_topics_data": [
+                {"topic": name, "partitions": numbers}
+                for name, numbers in (forgotten or {}).items()
+            ],
             "rack_id": "",
         },
     )
@@ -77,6 +94,17 @@ def test_same_bytes_as_kio(
 ) -> None:
     ours = encode_replica_fetch(replica_id, wait, min_b, max_b, topics.items())
     assert ours == _kio(replica_id, wait, min_b, max_b, topics)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_i32, _topics, _session, _forgotten)
+def test_same_bytes_as_kio_in_a_session(
+    replica_id: int, topics: dict, session: tuple[int, int], forgotten: dict
+) -> None:
+    ours = encode_replica_fetch(
+        replica_id, 500, 1, 1 << 20, topics.items(), *session, forgotten.items()
+    )
+    assert ours == _kio(replica_id, 500, 1, 1 << 20, topics, session, forgotten)
 
 
 def test_the_broker_reads_it_back() -> None:
