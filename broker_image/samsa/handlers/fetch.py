@@ -99,14 +99,13 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
                 )
             )
     if session is not None:
-        if incremental:
-            session.update(((r.tp, r) for r in reads), _forgotten(services, ctx, request))
-        else:
-            session.update(((r.tp, r) for r in reads), ())
         # The session's partitions are what this fetch reads, the ones it names included;
         # those it named with an error are answered with it and kept out of the session.
         errors = [entry for entry in order if entry[3] is not None]
-        session.update((), (TopicPartition(e[0], e[2]) for e in errors if e[0] is not None))
+        dropped = [TopicPartition(e[0], e[2]) for e in errors if e[0] is not None]
+        if incremental:
+            dropped += _forgotten(services, request)
+        session.update(((r.tp, r) for r in reads), dropped)
         reads = list(session.fetches.values())
         order = errors + [_entry(services, r.tp) for r in reads]
     max_bytes = request.max_bytes
@@ -195,16 +194,10 @@ def _encode(
     current: FetchTopicResult | None = None
     it = iter(responses)
     for name, topic_id, partition, error in order:
-        if error is not None:
-            if current is None or current.name != name or current.topic_id != topic_id:
-                current = FetchTopicResult(name or "", topic_id, [])
-                topics.append(current)
-            # Empty records, not null, as Kafka (librdkafka rejects a null record set).
-            current.partitions.append(FetchPartitionResult(partition, error, -1, -1, -1, b""))
-            continue
-        r = next(it)
-        if session is not None:
-            told = session.must_answer(
+        r = next(it) if error is None else None
+        if r is not None and session is not None:
+            # Called for every partition read, so that the session remembers what it tells.
+            news = session.must_answer(
                 r.tp,
                 r.error_code,
                 bool(r.records),
@@ -212,11 +205,15 @@ def _encode(
                 r.last_stable_offset,
                 r.log_start_offset,
             )
-            if incremental and not told:
+            if incremental and not news:
                 continue
         if current is None or current.name != name or current.topic_id != topic_id:
             current = FetchTopicResult(name or "", topic_id, [])
             topics.append(current)
+        if r is None:
+            # Empty records, not null, as Kafka (librdkafka rejects a null record set).
+            current.partitions.append(FetchPartitionResult(partition, error, -1, -1, -1, b""))
+            continue
         if r.records:
             on_fetch(r.tp.topic, r.messages, len(r.records))
         current.partitions.append(
@@ -244,7 +241,7 @@ def _entry(services: BrokerServices, tp: TopicPartition) -> tuple[str, uuid.UUID
     return (tp.topic, meta.topic_id if meta is not None else ZERO_UUID, tp.partition, None)
 
 
-def _forgotten(services: BrokerServices, ctx: RequestContext, request: Any) -> list[TopicPartition]:
+def _forgotten(services: BrokerServices, request: Any) -> list[TopicPartition]:
     """The partitions an incremental fetch drops from its session: by name to v12, by topic
     id from v13."""
     out: list[TopicPartition] = []

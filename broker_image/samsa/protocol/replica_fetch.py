@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from struct import Struct
 
-from samsa.protocol.wire import EMPTY_TAGGED_FIELDS, compact_length, compact_string
+from samsa.protocol.wire import EMPTY_TAGGED_FIELDS, I32, compact_length, compact_string
 
 VERSION = 12
 
@@ -23,7 +23,6 @@ _TOP = Struct(">iiiibii")
 _PARTITION = Struct(">iiqiqiB")
 # empty rack id, no tagged fields
 _TAIL = compact_string("") + EMPTY_TAGGED_FIELDS
-_INT32 = Struct(">i")
 
 # (partition, current_leader_epoch, fetch_offset, last_fetched_epoch, log_start_offset,
 #  partition_max_bytes)
@@ -56,7 +55,7 @@ def encode_replica_fetch(
     for name, numbers in forgotten:
         parts.append(compact_string(name))
         parts.append(compact_length(len(numbers)))
-        parts.extend(_INT32.pack(n) for n in numbers)
+        parts.extend(I32.pack(n) for n in numbers)
         parts.append(EMPTY_TAGGED_FIELDS)
     parts.append(_TAIL)
     return b"".join(parts)
