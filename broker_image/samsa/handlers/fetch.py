@@ -98,16 +98,21 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
                     getattr(p, "log_start_offset", -1),
                 )
             )
+    tps: list[TopicPartition] | None = None
     if session is not None:
-        # The session's partitions are what this fetch reads, the ones it names included;
+        # The session's partitions are what this fetch watches, the ones it names included;
         # those it named with an error are answered with it and kept out of the session.
         errors = [entry for entry in order if entry[3] is not None]
         dropped = [TopicPartition(e[0], e[2]) for e in errors if e[0] is not None]
         if incremental:
             dropped += _forgotten(services, request)
+        named = {r.tp for r in reads}
         session.update(((r.tp, r) for r in reads), dropped)
-        reads = list(session.fetches.values())
+        tps = list(session.fetches)
+        reads = _session_reads(services, session, named, replica_id)
         order = errors + [_entry(services, r.tp) for r in reads]
+    else:
+        tps = [r.tp for r in reads]
     max_bytes = request.max_bytes
     isolation = request.isolation_level
     # KIP-392: consumers sending client metadata (v11+) may read from a follower.
@@ -117,15 +122,16 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     )
     max_wait_ms = ms(request.max_wait)
     unknown = len(reads) != len(order)  # partitions answered with an error already
-    if total >= request.min_bytes or max_wait_ms <= 0 or unknown or not reads or _failed(responses):
+    if total >= request.min_bytes or max_wait_ms <= 0 or unknown or not tps or _failed(responses):
         return _encode(services, ctx, order, responses, session, incremental)
     # Watched as soon as it is read, here as in the long poll: an append handled before the
     # long poll's task first runs (another connection's Produce in the same loop turn) must
     # wake it. Missed, it cost a follower its whole wait (replica.fetch.wait.max.ms) while a
     # producer waited on acks=all.
-    watched = services.replica_manager.waiters.watch([r.tp for r in reads], replica_id >= 0)
+    watched = services.replica_manager.waiters.watch(tps, replica_id >= 0)
     return _long_poll(
         watched,
+        tps,
         services,
         ctx,
         order,
@@ -143,6 +149,7 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
 
 async def _long_poll(
     watched: asyncio.Future[float | None],
+    tps: list[TopicPartition],
     services: BrokerServices,
     ctx: RequestContext,
     order: list[tuple[str | None, uuid.UUID, int, int | None]],
@@ -158,11 +165,13 @@ async def _long_poll(
 ) -> Any:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max_wait_ms / 1000
-    tps = [r.tp for r in reads]
     manager = services.replica_manager
     while True:
         remaining = deadline - loop.time()
         woken = await manager.wait_for_data(tps, remaining, replica_id >= 0, watched)
+        if session is not None:
+            reads = _session_reads(services, session, set(), replica_id)
+            order = [e for e in order if e[3] is not None] + [_entry(services, r.tp) for r in reads]
         responses, total = manager.read(reads, max_bytes, isolation, replica_id, from_follower)
         if woken is None or total >= min_bytes or _failed(responses):
             answer = _encode(services, ctx, order, responses, session, incremental)
@@ -170,6 +179,28 @@ async def _long_poll(
                 manager.stages.since("consumer_wake", woken)
             return answer
         watched = manager.waiters.watch(tps, replica_id >= 0)
+
+
+def _session_reads(
+    services: BrokerServices,
+    session: FetchSession[FetchPartitionRequest],
+    named: set[TopicPartition],
+    replica_id: int,
+) -> list[FetchPartitionRequest]:
+    """The session's partitions this fetch reads: those it named, and those with something
+    to tell. The rest, a follower at the end of the log with the offsets it was told last,
+    cost only a check: a read of each on every round trip was most of a leader's work for a
+    follower with a few busy partitions among many idle ones (``__consumer_offsets``)."""
+    quiet = services.replica_manager.quiet
+    out: list[FetchPartitionRequest] = []
+    for tp, req in session.fetches.items():
+        if tp in named:
+            out.append(req)
+            continue
+        offsets = quiet(req, replica_id)
+        if offsets is None or not session.told_already(tp, *offsets):
+            out.append(req)
+    return out
 
 
 def _failed(responses: list[FetchPartitionResponse]) -> bool:

@@ -71,6 +71,16 @@ class FetchSession(Generic[F]):
         for tp, fetch in changed:
             self.fetches[tp] = fetch
 
+    def told_already(self, tp: TopicPartition, hw: int, lso: int, start: int) -> bool:
+        """Whether the follower was told these offsets of ``tp`` last."""
+        told = self.told.get(tp)
+        return (
+            told is not None
+            and told.high_watermark == hw
+            and told.last_stable_offset == lso
+            and told.log_start_offset == start
+        )
+
     def must_answer(
         self, tp: TopicPartition, error: int, has_records: bool, hw: int, lso: int, start: int
     ) -> bool:

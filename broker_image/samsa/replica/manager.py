@@ -646,6 +646,26 @@ class ReplicaManager:
             total += len(data.records)
         return responses, total
 
+    def quiet(self, req: FetchPartitionRequest, replica_id: int) -> tuple[int, int, int] | None:
+        """For a partition of a follower's fetch session that this fetch did not name: its
+        (high watermark, last stable offset, log start offset) if the follower has the
+        leader's whole log and is in the ISR, so that a read would find nothing; the follower
+        is noted caught up now. None: it must be read (``read``), to move its state or to
+        answer with records or an error."""
+        partition = self.partitions.get(req.tp)
+        if (
+            partition is None
+            or not partition.is_leader
+            or (0 <= req.current_leader_epoch != partition.leader_epoch)
+            or not partition.follower_at_end(replica_id, req.fetch_offset)
+        ):
+            return None
+        return (
+            partition.high_watermark,
+            partition.last_stable_offset,
+            partition.log.log_start_offset,
+        )
+
     async def wait_for_data(
         self,
         tps: list[TopicPartition],

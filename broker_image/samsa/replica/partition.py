@@ -340,6 +340,23 @@ class Partition:
         self._maybe_expand_isr(replica_id, state)
         self._maybe_advance_high_watermark()
 
+    def follower_at_end(self, replica_id: int, fetch_offset: int) -> bool:
+        """A follower's fetch, the same as its last, finds it in the ISR with the whole log:
+        note it caught up now, as ``update_follower_fetch_state`` would, and say so. False:
+        the fetch must be read in full (the follower lags, or is not in the ISR)."""
+        state = self.remote.get(replica_id)
+        leo = self.log.log_end_offset
+        if (
+            state is None
+            or fetch_offset != leo
+            or state.log_end_offset != leo
+            or replica_id not in self.isr
+        ):
+            return False
+        state.last_caught_up_ms = state.last_fetch_ms = self._now_ms()
+        state.last_fetch_leader_leo = leo
+        return True
+
     def _maybe_expand_isr(self, replica_id: int, state: ReplicaState) -> None:
         if self.pending is not None or replica_id in self.isr or self._alter_isr is None:
             return

@@ -1,0 +1,76 @@
+"""What a leader knows of its followers: when a follower last caught up, which decides the
+ISR shrink (replica.lag.time.max.ms), and the check that lets a fetch session pass over a
+partition its follower already has whole."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import pytest
+from cleaner_support import Clock
+
+from samsa.config.topic import LogConfig
+from samsa.log import LogManager
+from samsa.metadata.model import PartitionState, TopicPartition
+from samsa.protocol.records import build_batch, scan_batches
+from samsa.replica.partition import Partition
+
+LAG_MS = 30_000
+LEADER, F1, F2 = 0, 1, 2
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock(1_000_000)
+
+
+@pytest.fixture
+def partition(tmp_path: Path, clock: Clock) -> Partition:
+    log = LogManager(tmp_path, LogConfig(), now_ms=clock).get_or_create_log("t", 0)
+    p = Partition(
+        TopicPartition("t", 0),
+        uuid.uuid4(),
+        log,
+        LEADER,
+        on_data=lambda tp, committed: None,
+        now_ms=clock,
+        alter_isr=lambda partition, isr: None,
+    )
+    p.make_leader(PartitionState("t", 0, LEADER, 1, (LEADER, F1, F2), (LEADER, F1, F2)))
+    return p
+
+
+def append(p: Partition, n: int = 1) -> None:
+    batch = build_batch([(None, b"v", [])] * n)
+    p.append_records_to_leader(batch, [h for _, h in scan_batches(batch)], 1, 1)
+
+
+def test_a_follower_fetching_at_the_end_of_an_idle_log_stays_in_sync(
+    partition: Partition, clock: Clock
+) -> None:
+    append(partition, 3)
+    for follower in (F1, F2):
+        partition.update_follower_fetch_state(follower, 3)
+    # An idle minute in which only F1's session passes over the partition, fetch after fetch.
+    for _ in range(60):
+        clock.now += 1_000
+        assert partition.follower_at_end(F1, 3)
+    append(partition)
+    # F2 has not fetched for a minute: behind now, and out of sync. F1 fetched a moment ago.
+    assert partition.maybe_shrink_isr(LAG_MS) == (F2,)
+
+
+def test_a_follower_behind_or_out_of_the_isr_is_read_in_full(
+    partition: Partition, clock: Clock
+) -> None:
+    append(partition, 3)
+    partition.update_follower_fetch_state(F1, 2)
+    assert not partition.follower_at_end(F1, 2)  # behind: the fetch must return records
+    partition.update_follower_fetch_state(F1, 3)
+    assert not partition.follower_at_end(F1, 2)  # an offset it does not fetch from
+    assert partition.follower_at_end(F1, 3)
+    partition.make_leader(PartitionState("t", 0, LEADER, 1, (LEADER, F1, F2), (LEADER, F2), 1))
+    # Out of the ISR: its fetch goes the full way, where it may be proposed back in.
+    assert not partition.follower_at_end(F1, 3)
+    assert not partition.follower_at_end(7, 3)  # not a replica at all
