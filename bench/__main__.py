@@ -5,7 +5,8 @@
 - ``peers [...]``: Samsa (3 brokers, RF=3, acks=all and acks=1) beside Apache Kafka, NATS
   JetStream and Redis Streams: throughput, end-to-end latency and failover (see ``bench.peers``).
 
-With no family, both run: the components first, then the peers with their defaults.
+With no family, both run: the components first, then the peers with their defaults
+(``--docs DIR``, as ``make bench`` gives it, goes to the peers).
 """
 
 from __future__ import annotations
@@ -97,17 +98,21 @@ def main(argv: list[str] | None = None) -> None:
     elif family == "peers":
         peers.main(argv[1:])
     else:
-        # Only --quick goes with no family; anything else (--help, a typo) must not start an
-        # hour of benchmarks.
+        # Only --quick and --docs go with no family; anything else (--help, a typo) must not
+        # start an hour of benchmarks.
         parser = argparse.ArgumentParser(
             prog="python -m bench",
             usage="python -m bench [components|peers] [--quick] ...",
             description="Every benchmark, or one family: components, peers.",
         )
         parser.add_argument("--quick", action="store_true", help="small runs for development")
-        quick = parser.parse_args(argv).quick
-        components(["--quick"] if quick else [])
-        peers.main(["--quick"] if quick else [])
+        parser.add_argument(
+            "--docs", metavar="DIR", help="the peers rewrite DIR/benchmarks.md (make bench)"
+        )
+        args = parser.parse_args(argv)
+        quick = ["--quick"] if args.quick else []
+        components(quick)
+        peers.main([*quick, *(["--docs", args.docs] if args.docs else [])])
 
 
 if __name__ == "__main__":

@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import shlex
+from pathlib import Path
+
 import pytest
 
 from bench import __main__ as cli
@@ -12,7 +15,7 @@ from bench import __main__ as cli
 def ran(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     calls: list[str] = []
     monkeypatch.setattr(cli, "components", lambda argv: calls.append("components"))
-    monkeypatch.setattr(cli.peers, "main", lambda argv: calls.append("peers"))
+    monkeypatch.setattr(cli.peers, "main", lambda argv: calls.append(" ".join(["peers", *argv])))
     return calls
 
 
@@ -41,4 +44,14 @@ def test_help_or_a_mistyped_flag_runs_nothing(
 
 def test_quick_runs_both_families(ran: list[str]) -> None:
     cli.main(["--quick"])
-    assert ran == ["components", "peers"]
+    assert ran == ["components", "peers --quick"]
+
+
+def test_make_bench_runs_both_families_and_rewrites_the_docs(ran: list[str]) -> None:
+    """The arguments `make bench` gives, read from the Makefile itself."""
+    makefile = (Path(__file__).parents[2] / "Makefile").read_text()
+    recipe = makefile.split("\nbench:\n", 1)[1].splitlines()[0]
+    argv = shlex.split(recipe.split("python -m bench", 1)[1])
+    assert argv == ["--docs", "docs"]
+    cli.main(argv)
+    assert ran == ["components", "peers --docs docs"]
