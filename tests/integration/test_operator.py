@@ -92,8 +92,13 @@ async def test_examples_create_every_child_with_owner_references(kube: KubeNames
     # and the condition says what is missing.
     cond = condition(await kube.get("kc", "demo"))
     assert (cond["status"], cond["reason"]) == ("False", "ZooKeeperNotReady")
-    pods = (await kube.get("pods", "-l", "app.kubernetes.io/instance=demo"))["items"]
-    assert len(pods) == 6 and all(p["spec"].get("nodeName") for p in pods)
+
+    async def placed() -> bool:
+        pods = (await kube.get("pods", "-l", "app.kubernetes.io/instance=demo"))["items"]
+        return len(pods) == 6 and all(p["spec"].get("nodeName") for p in pods)
+
+    # Placed once their claims are provisioned on the node picked (WaitForFirstConsumer).
+    await eventually(placed, what="demo's 6 pods placed on nodes")
     bootstrap = await eventually(lambda: _external_bootstrap(kube), what="prod's status")
     assert bootstrap["external"].split(",")[0] == "broker-0.kafka.example.com:9094"
 

@@ -43,7 +43,8 @@ STORAGE_CLASS = {
     },
     "provisioner": "samsa.dev/local",
     "reclaimPolicy": "Delete",
-    "volumeBindingMode": "Immediate",
+    # As kind's and every local-volume class: see provisioner.class_to_provision.
+    "volumeBindingMode": "WaitForFirstConsumer",
 }
 RESTRICTED = "pod-security.kubernetes.io/enforce"
 T = TypeVar("T")
