@@ -7,6 +7,8 @@ import os
 import platform
 import shutil
 import subprocess
+import time
+from collections.abc import Callable
 from importlib.metadata import version
 from pathlib import Path
 
@@ -40,6 +42,25 @@ def cpu_busy() -> tuple[float, float]:
 
 def load_average() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
+def settle(
+    within: float = 180.0,
+    below: float = 0.5,
+    every: float = 5.0,
+    load: Callable[[], float] = lambda: float(load_average().split()[0]),
+    sleep: Callable[[float], None] = time.sleep,
+    now: Callable[[], float] = time.monotonic,
+) -> float:
+    """Wait up to `within` seconds for the 1-minute load average to fall below `below`, and
+    return it. The average trails the machine by about a minute, so a run begun just after
+    other work ended read as shared (the caveat below) when nothing else ran with it."""
+    deadline = now() + within
+    current = load()
+    while current >= below and now() < deadline:
+        sleep(every)
+        current = load()
+    return current
 
 
 def machine_facts() -> dict[str, str]:

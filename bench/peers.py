@@ -76,6 +76,9 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def measure(names: list[str], plan: Plan, samsa_mode: str, quick: bool) -> RunResult:
+    if not quick:
+        print("waiting for the machine's load average to settle", file=sys.stderr)
+        docs.settle()
     started = time.monotonic()
     busy0, total0 = docs.cpu_busy()
     machine = docs.machine_facts()

@@ -87,3 +87,21 @@ def test_finds_the_process_listening_on_a_port() -> None:
 def test_reads_the_bootstrap_line_samsa_local_up_prints() -> None:
     assert _BOOTSTRAP_LINE.match("127.0.0.1:9092,127.0.0.1:9093\n")
     assert not _BOOTSTRAP_LINE.match("starting broker 1 on 127.0.0.1:9092")
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def test_a_full_run_waits_for_the_load_average_to_settle_but_not_forever() -> None:
+    clock = FakeClock()
+    readings = iter([3.8, 2.1, 0.9, 0.4, 0.1])
+    load = docs.settle(60, 0.5, 5, lambda: next(readings), clock.sleep, lambda: clock.now)
+    assert (load, clock.now) == (0.4, 15)
+    clock = FakeClock()
+    load = docs.settle(60, 0.5, 5, lambda: 2.0, clock.sleep, lambda: clock.now)
+    assert (load, clock.now) == (2.0, 60)
