@@ -34,11 +34,13 @@ DIFFERENCES: tuple[Difference, ...] = (
     ),
     Difference(
         api="Fetch",
-        what="Fetch sessions (KIP-227) are refused, correctly.",
+        what="Fetch sessions (KIP-227) between brokers only.",
         why=(
-            "Every Fetch response carries session id 0, so clients keep sending full fetch "
-            "requests; an incremental fetch naming a session gets FETCH_SESSION_ID_NOT_FOUND. "
-            "Clients fall back on their own."
+            "A follower's fetch opens a session on its leader, and its incremental fetches and "
+            "their answers carry only what changed. A consumer's Fetch is answered with session "
+            "id 0, so clients keep sending full fetch requests, and an incremental fetch naming "
+            "a session gets FETCH_SESSION_ID_NOT_FOUND. Clients fall back on their own; Kafka "
+            "would give the Java consumer a session."
         ),
     ),
     Difference(
