@@ -98,7 +98,6 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
                     getattr(p, "log_start_offset", -1),
                 )
             )
-    tps: list[TopicPartition] | None = None
     if session is not None:
         # The session's partitions are what this fetch watches, the ones it names included;
         # those it named with an error are answered with it and kept out of the session.
@@ -110,7 +109,7 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
         session.update(((r.tp, r) for r in reads), dropped)
         tps = list(session.fetches)
         reads = _session_reads(services, session, named, replica_id)
-        order = errors + [_entry(services, r.tp) for r in reads]
+        order = _in_order(services, errors, reads)
     else:
         tps = [r.tp for r in reads]
     max_bytes = request.max_bytes
@@ -171,7 +170,7 @@ async def _long_poll(
         woken = await manager.wait_for_data(tps, remaining, replica_id >= 0, watched)
         if session is not None:
             reads = _session_reads(services, session, set(), replica_id)
-            order = [e for e in order if e[3] is not None] + [_entry(services, r.tp) for r in reads]
+            order = _in_order(services, [e for e in order if e[3] is not None], reads)
         responses, total = manager.read(reads, max_bytes, isolation, replica_id, from_follower)
         if woken is None or total >= min_bytes or _failed(responses):
             answer = _encode(services, ctx, order, responses, session, incremental)
@@ -264,6 +263,15 @@ def _encode(
         topics,
         session_id=session.id if session is not None else 0,
     )
+
+
+def _in_order(
+    services: BrokerServices,
+    errors: list[tuple[str | None, uuid.UUID, int, int | None]],
+    reads: list[FetchPartitionRequest],
+) -> list[tuple[str | None, uuid.UUID, int, int | None]]:
+    """A session fetch's answer order: the partitions named with an error, then those read."""
+    return errors + [_entry(services, r.tp) for r in reads]
 
 
 def _entry(services: BrokerServices, tp: TopicPartition) -> tuple[str, uuid.UUID, int, None]:
