@@ -457,6 +457,26 @@ public class JavaClient {
         Object call() throws Exception;
     }
 
+    /** The call's answer once it passes the check, or its last answer (or error) at the deadline.
+     *  For what Admin.createTopics's javadoc warns of: for a few seconds after it returns, a
+     *  broker other than the one that created the topics may not list or describe them yet. */
+    static Object eventually(Step call, java.util.function.Predicate<Object> check) throws Exception {
+        long deadline = System.currentTimeMillis() + WAIT_MS;
+        while (true) {
+            try {
+                Object answer = call.call();
+                if (check.test(answer) || System.currentTimeMillis() > deadline) {
+                    return answer;
+                }
+            } catch (Exception e) {
+                if (System.currentTimeMillis() > deadline) {
+                    throw e;
+                }
+            }
+            Thread.sleep(50);
+        }
+    }
+
     /** One admin call: its result under "result", or its error's class and message. */
     static void step(Map<String, Object> out, String name, Step step) {
         Map<String, Object> r = new LinkedHashMap<>();
@@ -515,9 +535,10 @@ public class JavaClient {
                 createTopic(admin, new NewTopic(topic, 3, (short) 3));
                 return null;
             });
-            step(out, "list_topics", () -> get(admin.listTopics().names()).stream()
-                    .filter(n -> n.startsWith(topic)).sorted().collect(Collectors.toList()));
-            step(out, "describe_topics", () -> {
+            step(out, "list_topics", () -> eventually(() -> get(admin.listTopics().names()).stream()
+                    .filter(n -> n.startsWith(topic)).sorted().collect(Collectors.toList()),
+                    names -> ((List<?>) names).size() == 2));
+            step(out, "describe_topics", () -> eventually(() -> {
                 Map<String, TopicDescription> d = get(admin.describeTopics(List.of(topic, moved)).allTopicNames());
                 Map<String, Object> r = new TreeMap<>();
                 d.forEach((name, description) -> r.put(name, partitionsOf(description)));
@@ -526,7 +547,7 @@ public class JavaClient {
                         TopicCollection.ofTopicIds(List.of(d.get(topic).topicId()))).allTopicIds()).get(d.get(topic).topicId());
                 r.put("by_id", List.of(byId.name(), partitionsOf(byId).size()));
                 return r;
-            });
+            }, described -> true));
             step(out, "describe_configs", () -> {
                 ConfigResource broker = new ConfigResource(ConfigResource.Type.BROKER, "0");
                 Map<ConfigResource, Config> d = get(admin.describeConfigs(List.of(topicResource, broker)).all());
