@@ -149,8 +149,7 @@ def test_restarted_static_member_gets_its_partitions_back_without_a_rebalance(
 
 
 def _kafka_python(bootstrap: str, group: str, topic: str) -> KafkaConsumer:
-    return KafkaConsumer(
-        topic,
+    consumer = KafkaConsumer(
         bootstrap_servers=bootstrap,
         group_id=group,
         auto_offset_reset="earliest",
@@ -158,6 +157,16 @@ def _kafka_python(bootstrap: str, group: str, topic: str) -> KafkaConsumer:
         session_timeout_ms=SESSION_TIMEOUT_MS,
         heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS,
     )
+    consumer.subscribe([topic])
+    # Works around a bug of kafka-python 3.0.12. Its first poll joins the group before the
+    # topic's metadata is in, so the leader assigns nothing and rejoins once the metadata
+    # comes. If that poll's time runs out while the rejoin's SyncGroup is in flight, the
+    # answer is never applied (join_group_async loops only while need_rejoin(), and the
+    # rejoin no longer needs one), and the member keeps its empty assignment for good.
+    # Having the metadata before the first poll means one join. The broker answered that
+    # SyncGroup in 3-17 ms each time; the 200 ms polls below ran out around it.
+    consumer.topics()
+    return consumer
 
 
 def _kafka_python_handle(consumer: KafkaConsumer, until: int) -> list[Handled]:
