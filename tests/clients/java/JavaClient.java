@@ -33,7 +33,6 @@ import java.util.TreeSet;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
-import java.util.function.BooleanSupplier;
 import java.util.stream.Collectors;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
@@ -134,13 +133,22 @@ public class JavaClient {
 
     // -- shared --------------------------------------------------------------------------------
 
-    static void await(BooleanSupplier condition, String what) throws InterruptedException {
-        long deadline = System.currentTimeMillis() + WAIT_MS;
-        while (!condition.getAsBoolean()) {
-            if (System.currentTimeMillis() > deadline) {
-                throw new Failed("timed out waiting for " + what);
-            }
-            Thread.sleep(50);
+    interface Check {
+        boolean ok() throws Exception;
+    }
+
+    /** Waits until the condition holds; a call that fails in the meantime counts as not yet. */
+    static void await(Check condition, String what) throws InterruptedException {
+        Object held;
+        try {
+            held = eventually(condition::ok, ok -> (Boolean) ok);
+        } catch (InterruptedException e) {
+            throw e;
+        } catch (Exception e) {
+            held = false;
+        }
+        if (!(Boolean) held) {
+            throw new Failed("timed out waiting for " + what);
         }
     }
 
@@ -591,26 +599,15 @@ public class JavaClient {
                 Map<String, Object> r = new LinkedHashMap<>();
                 Map<TopicPartition, PartitionReassignment> first = get(admin.listPartitionReassignments().reassignments());
                 r.put("first", first.keySet().stream().map(TopicPartition::toString).sorted().collect(Collectors.toList()));
-                await(() -> {
-                    try {
-                        return get(admin.listPartitionReassignments(Set.of(m0, m1)).reassignments()).isEmpty();
-                    } catch (Exception e) {
-                        return false;
-                    }
-                }, "the reassignments to finish");
+                await(() -> get(admin.listPartitionReassignments(Set.of(m0, m1)).reassignments()).isEmpty(),
+                        "the reassignments to finish");
                 r.put("after", List.of());
                 return r;
             });
             // Metadata reaches every broker after the controller finishes, as in Kafka.
             step(out, "after_reassignment", () -> {
-                await(() -> {
-                    try {
-                        return get(admin.describeTopics(List.of(moved)).allTopicNames()).get(moved)
-                                .partitions().get(0).replicas().size() == 2;
-                    } catch (Exception e) {
-                        return false;
-                    }
-                }, "the finished reassignment in the metadata");
+                await(() -> get(admin.describeTopics(List.of(moved)).allTopicNames()).get(moved)
+                        .partitions().get(0).replicas().size() == 2, "the finished reassignment in the metadata");
                 return partitionsOf(get(admin.describeTopics(List.of(moved)).allTopicNames()).get(moved));
             });
             step(out, "elect_preferred", () -> electionResult(get(admin.electLeaders(ElectionType.PREFERRED, Set.of(m1)).partitions())));
@@ -618,14 +615,8 @@ public class JavaClient {
             step(out, "after_election", () -> {
                 // As after the reassignment: the election is done at the controller, and
                 // the describe may reach a broker its metadata has not reached yet.
-                await(() -> {
-                    try {
-                        return get(admin.describeTopics(List.of(moved)).allTopicNames()).get(moved)
-                                .partitions().get(1).leader().id() == 0;
-                    } catch (Exception e) {
-                        return false;
-                    }
-                }, "the preferred leader in the metadata");
+                await(() -> get(admin.describeTopics(List.of(moved)).allTopicNames()).get(moved)
+                        .partitions().get(1).leader().id() == 0, "the preferred leader in the metadata");
                 return partitionsOf(get(admin.describeTopics(List.of(moved)).allTopicNames()).get(moved));
             });
             step(out, "read_moved", () -> {
@@ -667,12 +658,8 @@ public class JavaClient {
             step(out, "delete_topics", () -> {
                 get(admin.deleteTopics(List.of(topic, moved)).all());
                 await(() -> {
-                    try {
-                        Set<String> names = new HashSet<>(get(admin.listTopics().names()));
-                        return !names.contains(topic) && !names.contains(moved);
-                    } catch (Exception e) {
-                        return false;
-                    }
+                    Set<String> names = new HashSet<>(get(admin.listTopics().names()));
+                    return !names.contains(topic) && !names.contains(moved);
                 }, "the topics gone");
                 return null;
             });
