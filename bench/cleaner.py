@@ -22,7 +22,7 @@ from bench.table import Row, percentile
 from samsa.config.topic import LogConfig
 from samsa.log import LogManager
 from samsa.log.cleaner import CleanerConfig, LogCleaner
-from samsa.protocol.records import COMPRESSION_NONE, COMPRESSION_ZSTD, build_batch
+from samsa.protocol.record_batch import COMPRESSION_NONE, COMPRESSION_ZSTD, build_batch
 
 RECORDS_PER_BATCH = 100
 

@@ -25,7 +25,7 @@ IMPORTS = {
     "import samsa.broker (standalone start-up)": "import samsa.broker.server",
     "+ cluster and HTTP modules (start-up before)": (
         "import samsa.broker.server, samsa.broker.cluster, samsa.broker.http, "
-        "samsa.metadata.zk_store"
+        "samsa.metadata.zk_metadata_store"
     ),
 }
 # ApiVersions v0 with correlation id 1 and no client id: any broker answers it.

@@ -15,7 +15,7 @@ from pathlib import Path
 from bench import plots
 from bench.report import ceiling_rows, comparison, markdown_table
 from bench.results import RunResult
-from samsa.dev.kafka import java, kafka_version
+from samsa_dev.kafka import java, kafka_version
 
 ASSETS = "benchmarks"  # folder beside benchmarks.md: the plots and the raw results
 

@@ -11,7 +11,7 @@ that a failure detector that mistakes load for death would show it.  Rows:
     session expiry alone tells, measured in the same run as the baseline;
   - Samsa, SIGTERM: controlled shutdown hands the leaderships over before the broker goes;
   - Apache Kafka (3 KRaft nodes, broker.session.timeout.ms 6 s), kill -9, where its jars are
-    cached (`samsa dev jars`), the reference;
+    cached (`samsa-dev jars`), the reference;
   - NATS JetStream R3, kill -9, where nats-server is installed.
 """
 
@@ -206,7 +206,7 @@ def run(quick: bool = False, log: Callable[[str], None] = print) -> list[Row]:
 
 
 def _kafka_available() -> None:
-    from samsa.dev import jars, kafka
+    from samsa_dev import jars, kafka
 
     if not jars.is_fetched(kafka.JAR_SET):
         raise RuntimeError("Kafka's jars are not cached (make setup)")

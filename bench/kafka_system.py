@@ -8,8 +8,8 @@ from confluent_kafka.admin import AdminClient
 
 from bench.samsa_system import BROKER_OVERRIDES, create_topic, ready_group_coordinator
 from bench.system import System
-from samsa.dev import kafka
-from samsa.dev.kafka import ApacheKafka, pid_alive
+from samsa_dev import kafka
+from samsa_dev.kafka import ApacheKafka, pid_alive
 
 #: Samsa's bench cluster notices a dead broker by a 6 s ZooKeeper session; KRaft fences a broker
 #: that misses heartbeats for broker.session.timeout.ms (9 s by default): 6 s here, so that the

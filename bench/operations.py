@@ -2,7 +2,7 @@
 rebalance 1 GB from 3 brokers to 5, and the producer's latency meanwhile, beside the same
 load with no operation.
 
-The operator is installed by its chart on the real control plane (samsa.dev.kube), and the
+The operator is installed by its chart on the real control plane (samsa_dev.kube), and the
 brokers are real processes run by the node agent, as in tests/integration. The load
 is an idempotent acks=all producer at a fixed rate in a process of its own; latency is from
 ``produce()`` to its acknowledgement.
@@ -80,10 +80,10 @@ async def _cluster() -> AsyncIterator[tuple[Any, Any]]:
     """The control plane, ZooKeeper, the operator's chart, the node agent, 3 brokers."""
     from day2_support import start_cluster
 
-    from samsa.dev.kube.agent import NodeAgent
-    from samsa.dev.kube.api import Api
-    from samsa.local import ZooKeeperServer
-    from samsa.testing.kube import KubeNamespace, control_plane, namespace_name
+    from samsa.local_cluster import ZooKeeperServer
+    from samsa_dev.kube.agent import NodeAgent
+    from samsa_dev.kube.api import Api
+    from samsa_dev.kube.harness import KubeNamespace, control_plane, namespace_name
 
     work = Path(tempfile.mkdtemp(prefix="samsa-bench-ops-"))
     tools = REPO / ".tools"

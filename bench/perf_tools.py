@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 import subprocess
 
-from samsa.dev.kafka import tool_command
+from samsa_dev.kafka import tool_command
 
 _PRODUCED = re.compile(
     r"(?P<count>\d+) records sent, (?P<rate>[\d.]+) records/sec \((?P<mb>[\d.]+) MB/sec\), "

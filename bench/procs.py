@@ -11,7 +11,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from samsa.local.ports import free_port as free_port
+from samsa.local_cluster.ports import free_port as free_port
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 

@@ -6,7 +6,7 @@ baseline), RF=3 acks=1 and RF=3 acks=all, RF=3 acks=all at 1,000 msg/s, then RF=
 at half of its peak measured in the same run; then the same on Apache Kafka, the reference,
 and Samsa's ratio to it on each row. Before them, a round trip to an asyncio server that does
 no work (``bench.round_trip``): the cost of each hop on this machine. Beside Samsa's rows,
-the replication stages (``samsa.replica.stages``) from the brokers' /metrics: the
+the replication stages (``samsa.replica.latency_stages``) from the brokers' /metrics: the
 histograms' growth over that run, summed over the three brokers, read as percentiles the way
 Prometheus's histogram_quantile reads them (bucket bounds interpolated, so they are coarse).
 The brokers' CPU per MB delivered is beside each latency: on a shared machine it is steadier
@@ -27,8 +27,8 @@ from bench.samsa_system import SamsaCluster, create_topic
 from bench.system import System
 from bench.table import Row
 from bench.workloads import PARTITIONS, measure_latency, measure_throughput
-from samsa.dev.jars import JarsUnavailable
-from samsa.replica.stages import STAGES
+from samsa.replica.latency_stages import STAGES
+from samsa_dev.jars import JarsUnavailable
 
 SIZE = 100
 RATE = 10_000

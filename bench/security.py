@@ -24,7 +24,7 @@ from bench.procs import cpu_seconds
 from bench.standalone import consume_backlog, produce_backlog, samsa_broker
 from bench.table import Row
 from bench.workloads import measure_latency
-from samsa.testing.pki import Pki
+from samsa_dev.pki import Pki
 
 PARTITIONS = 6
 SIZE = 1024

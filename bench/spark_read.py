@@ -26,8 +26,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from bench import spark_floor
 from bench.standalone import samsa_broker
 from bench.table import Row
-from samsa.dev import jars
-from samsa_spark.local import local_spark
+from samsa_dev import jars
+from samsa_spark.spark_session import local_spark
 
 PARTITIONS = 6
 SIZE = 100

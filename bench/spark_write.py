@@ -25,8 +25,8 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from bench.samsa_system import SamsaCluster, create_topic
 from bench.table import Row, percentile
 from bench.workloads import measure_throughput
-from samsa.dev import jars
-from samsa_spark.local import local_spark
+from samsa_dev import jars
+from samsa_spark.spark_session import local_spark
 
 PARTITIONS = 6
 SIZE = 100

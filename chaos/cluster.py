@@ -24,8 +24,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from chaos.faults.base import Network
-from samsa.local.cluster import pid_alive, readiness
-from samsa.local.zookeeper import MAIN_CLASS, free_port, zookeeper_classpath
+from samsa.local_cluster.cluster import pid_alive, readiness
+from samsa.local_cluster.zookeeper import MAIN_CLASS, free_port, zookeeper_classpath
 from samsa.testing.cluster import FAST, REPLICATED
 
 # Detection in a few seconds, but not so short that two busy cores look like failures. A pause

@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from types import TracebackType
 
-from samsa.local.cluster import pid_alive
+from samsa.local_cluster.cluster import pid_alive
 
 PREFIX = "samsa-chaos-"
 CUT_PREF = 100

@@ -25,8 +25,8 @@ from kazoo.client import KazooClient
 
 from chaos.faults.base import Network
 from chaos.netns import broker_node
-from samsa.local.cluster import readiness
-from samsa.local.zookeeper import MAIN_CLASS, zookeeper_classpath
+from samsa.local_cluster.cluster import readiness
+from samsa.local_cluster.zookeeper import MAIN_CLASS, zookeeper_classpath
 from samsa.testing.cluster import FAST, REPLICATED
 
 ZOOKEEPER_PORT = 2181

@@ -66,7 +66,7 @@ def main() -> None:
             stdin=lines,
         )
         print("# one broker stops (a controlled shutdown); the records are all still there")
-        from samsa.local.cluster import LocalCluster
+        from samsa.local_cluster.cluster import LocalCluster
 
         cluster = LocalCluster(DATA)
         cluster.state = cluster.load_state()

@@ -15,8 +15,7 @@ import atheris
 
 with atheris.instrument_imports(include=["samsa.protocol"]):
     from samsa.protocol.control import read_end_txn_marker
-    from samsa.protocol.record_filter import batch_body, first_keyless_record, parse_records
-    from samsa.protocol.records import (
+    from samsa.protocol.record_batch import (
         ATTRIBUTES_OFFSET,
         CRC_OFFSET,
         CorruptRecordError,
@@ -25,6 +24,7 @@ with atheris.instrument_imports(include=["samsa.protocol"]):
         scan_batches,
         validate_batches,
     )
+    from samsa.protocol.record_filter import batch_body, first_keyless_record, parse_records
 
 import contextlib
 import struct

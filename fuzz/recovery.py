@@ -17,7 +17,7 @@ from pathlib import Path
 import atheris
 
 with atheris.instrument_imports(include=["samsa.protocol"]):
-    from samsa.protocol.records import build_batch, decode_records
+    from samsa.protocol.record_batch import build_batch, decode_records
 
 from fuzz.harness import instrument_modules, main, scratch_dir
 from samsa.config.topic import LogConfig

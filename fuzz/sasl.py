@@ -16,8 +16,8 @@ import atheris
 
 with atheris.instrument_imports(include=["samsa.security", "samsa.protocol.scram"]):
     from samsa.security.sasl import SaslAuthenticationError, SaslServer
+    from samsa.security.security_store import StandaloneSecurityStore
     from samsa.security.session import ConnectionSession
-    from samsa.security.store import LocalSecurityStore
 
 from fuzz.harness import main, scratch_dir
 from samsa.config import KafkaConfig
@@ -40,7 +40,7 @@ def _server() -> SaslServer:
             ),
         }
     )
-    store = LocalSecurityStore(scratch_dir("samsa-fuzz-sasl-"))
+    store = StandaloneSecurityStore(scratch_dir("samsa-fuzz-sasl-"))
     for mechanism in MECHANISMS[1:]:
         _run(store.set_credential(USER, mechanism, make_credential(mechanism, PASSWORD)))
     return SaslServer(config, store)

@@ -22,7 +22,7 @@ from fuzz.harness import corpus_dir
 from samsa.handlers.registry import default_apis
 from samsa.protocol.control import build_end_txn_marker
 from samsa.protocol.messages import encode_request, request_type
-from samsa.protocol.records import (
+from samsa.protocol.record_batch import (
     COMPRESSION_GZIP,
     COMPRESSION_LZ4,
     COMPRESSION_NONE,

@@ -19,7 +19,7 @@ from samsa.protocol.controller_apis import (
     WriteTxnMarkersRequestV0,
 )
 from samsa.protocol.messages import decode_response, encode_request
-from samsa.protocol.records import build_batch
+from samsa.protocol.record_batch import build_batch
 
 NONE = 0
 NOT_LEADER_OR_FOLLOWER = 6

@@ -17,7 +17,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from chaos.faults.clock import ClockStepKind
 from chaos.faults.disk import DiskFullKind
 from chaos.tests.fault_support import fake, small_tmpfs
-from samsa import clock
+from samsa import wall_clock
 from samsa.testing import InProcessBroker
 
 
@@ -64,11 +64,11 @@ def test_clock_step_moves_the_broker_clock_and_heal_puts_it_back(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     env = fake({0: tmp_path}, tmp_path / "clocks")
-    monkeypatch.setenv(clock.ENV_VAR, str(env.clock_file(0)))
+    monkeypatch.setenv(wall_clock.ENV_VAR, str(env.clock_file(0)))
     fault = ClockStepKind().inject(env, random.Random(5))
 
     def skew() -> float:
-        return clock.wall_clock_ms() - time.time() * 1000
+        return wall_clock.wall_clock_ms() - time.time() * 1000
 
     deadline = time.monotonic() + 5
     while abs(skew() - fault.offset_ms) > 500 and time.monotonic() < deadline:

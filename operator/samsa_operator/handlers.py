@@ -2,7 +2,7 @@
 
 A KafkaCluster is reconciled on every spec change and again by a timer, which reverts a
 user's edits of the children; its day-2 operations (rolls, scaling, leader elections) run in
-`day2`. A Topic is reconciled through the Kafka admin protocol, a replication-factor change
+`day2_driver`. A Topic is reconciled through the Kafka admin protocol, a replication-factor change
 as a tracked reassignment; its deletion finalizer lets go when the cluster is already gone,
 so it cannot wedge a namespace.
 """
@@ -253,7 +253,7 @@ async def current_cluster(body: Any, spec: models.KafkaClusterSpec) -> resources
 
 async def record_growth(cluster: resources.Cluster, body: Any, logger: Log) -> None:
     """Before the StatefulSet grows, remember in the status that the brokers it adds are
-    owed a rebalance (`day2` does it), so an operator restart cannot forget it."""
+    owed a rebalance (`day2_driver` does it), so an operator restart cannot forget it."""
     current, wanted = cluster.current_brokers, cluster.spec.brokers.replicas
     if current is None or wanted <= current:
         return

@@ -43,7 +43,7 @@ from confluent_kafka.admin import (
     ResourceType as KafkaResourceType,
 )
 
-from samsa_operator.operations import KafkaView
+from samsa_operator.day2_planner import KafkaView
 from samsa_operator.rebalance import Plan
 from samsa_operator.reconcile import (
     Assignment,

@@ -65,9 +65,9 @@ def main(argv: list[str] | None = None) -> None:
     check_environment()
     import kopf
 
-    # Registering the handlers: the clusters' and topics' (through day2), their day-2
+    # Registering the handlers: the clusters' and topics' (through day2_driver), their day-2
     # operations', and the KafkaUsers'.
-    import samsa_operator.day2
+    import samsa_operator.day2_driver
     import samsa_operator.kafkausers  # noqa: F401
 
     kopf.configure(verbose=args.verbose)

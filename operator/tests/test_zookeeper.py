@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from samsa.local import ZooKeeperServer
-from samsa.local.zookeeper import free_port
-from samsa.testing.kube import eventually
+from samsa.local_cluster import ZooKeeperServer
+from samsa.local_cluster.zookeeper import free_port
+from samsa_dev.kube.harness import eventually
 from samsa_operator import zookeeper
 
 

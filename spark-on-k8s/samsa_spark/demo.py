@@ -19,7 +19,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from samsa_spark.client import IdempotenceUnsupportedError
 from samsa_spark.generator import generate, publish
-from samsa_spark.local import local_spark
+from samsa_spark.spark_session import local_spark
 
 INPUT, OUTPUT = "demo-ad-clicks", "demo-ad-click-counts"
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from samsa.dev import jars
 from samsa.testing import InProcessBroker
+from samsa_dev import jars
 
 # Before any JVM starts: bind loopback only, and run Python workers with this interpreter.
 os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
@@ -25,7 +25,7 @@ os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator:
-    from samsa_spark.local import local_spark
+    from samsa_spark.spark_session import local_spark
 
     session = local_spark(
         "samsa-spark-tests",

@@ -1,4 +1,4 @@
-"""The columnar decoder against the broker's record reference (samsa.protocol.records), on
+"""The columnar decoder against the broker's record reference (samsa.protocol.record_batch), on
 Hypothesis-made fetch responses: every codec, headers, null keys and values, LogAppendTime,
 control batches, compacted gaps, aborted transactions and a batch cut short at the end."""
 
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from samsa.protocol import records as ref
+from samsa.protocol import record_batch as ref
 from samsa_spark.records import CorruptBatchError, decode
 
 _bytes = st.one_of(st.none(), st.binary(max_size=40))

@@ -1,4 +1,4 @@
-"""The sink's columnar encoder against the broker's record reference (samsa.protocol.records):
+"""The sink's columnar encoder against the broker's record reference (samsa.protocol.record_batch):
 Hypothesis rows with null keys and values, headers and an added header, every codec, sliced
 and large-typed Arrow columns; and Kafka's murmur2 key partitioner on Kafka's own test vectors."""
 
@@ -9,7 +9,7 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from samsa.protocol import records as ref
+from samsa.protocol import record_batch as ref
 from samsa_spark.encode import CODECS, Columns, batch
 
 _HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))

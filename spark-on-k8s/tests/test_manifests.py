@@ -17,7 +17,7 @@ import pytest
 import yaml
 from openapi_schema_validator import OAS30Validator
 
-from samsa.dev import jars
+from samsa_dev import jars
 
 HERE = Path(__file__).resolve().parents[1]
 MANIFESTS = HERE / "manifests"
@@ -221,7 +221,7 @@ def _dockerfile() -> str:
 
 
 def test_the_image_bundles_the_jar_set_spark_kafka():
-    """The image ADDs, checksum and all, exactly the jars `samsa dev jars spark-kafka` fetches
+    """The image ADDs, checksum and all, exactly the jars `samsa-dev jars spark-kafka` fetches
     from the pom the tests run with, for the Spark version the image is built on."""
     added = dict(
         (url.rsplit("/", 1)[1], digest)

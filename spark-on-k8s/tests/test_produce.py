@@ -12,7 +12,7 @@ import pytest
 from confluent_kafka import Producer
 from spark_support import consume_all
 
-from samsa.protocol import records as ref
+from samsa.protocol import record_batch as ref
 from samsa_spark.fetch import FetchConnection, FetchSettings
 from samsa_spark.options import SamsaOptionError, parse_sink_options
 from samsa_spark.produce import columnar_settings

@@ -31,7 +31,7 @@ from pyspark.errors import PySparkException
 from spark_support import consume_all, produce
 
 from samsa.testing import InProcessBroker, free_port
-from samsa.testing.pki import Pki
+from samsa_dev.pki import Pki
 from samsa_spark.generator import generate, publish
 from samsa_spark.jobs import ad_clicks
 

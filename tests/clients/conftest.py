@@ -21,7 +21,7 @@ for folder in ("broker_image/tests", "broker_image/tests/cluster", "broker_image
 
 from kafka_support import name_for_test  # noqa: E402
 
-from samsa.local.cluster import LocalCluster  # noqa: E402
+from samsa.local_cluster.cluster import LocalCluster  # noqa: E402
 from samsa.testing.cluster import FAST, REPLICATED  # noqa: E402
 
 

@@ -1,10 +1,10 @@
 """The Java side of the client matrix: the programs in tests/clients/java, compiled once
-against the cached Kafka jars (``samsa.dev.kafka.java_program``).
+against the cached Kafka jars (``samsa_dev.kafka.java_program``).
 
 - ``JavaClient``: scenarios of the Java kafka-clients, run at once in one JVM that prints
   their findings as one JSON object.
 - ``ToolShell``: Kafka's command-line tools by their main classes, one after another in one
-  JVM, each run answered as a ``subprocess.CompletedProcess`` like ``samsa.dev.kafka.run_tool``.
+  JVM, each run answered as a ``subprocess.CompletedProcess`` like ``samsa_dev.kafka.run_tool``.
 - ``EventTool``: one of Kafka's tools in a process of its own whose stdout is JSON events, one
   a line (the verifiable producer and consumer of Kafka's system tests).
 """
@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
-from samsa.dev.kafka import java_program, main_class, tool_command
+from samsa_dev.kafka import java_program, main_class, tool_command
 
 JAVA = Path(__file__).resolve().parent / "java"
 # Every step of JavaClient is bounded by 30 s; a scenario has a few.

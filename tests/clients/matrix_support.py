@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from samsa.local.cluster import LocalCluster
-from samsa.protocol.records import scan_batches
+from samsa.local_cluster.cluster import LocalCluster
+from samsa.protocol.record_batch import scan_batches
 
 
 def stored_batches(cluster: LocalCluster, topic: str) -> list[Any]:

@@ -27,8 +27,8 @@ from kio.schema.create_topics.v3.request import CreatableTopic, CreateTopicsRequ
 from kio.schema.metadata.v6.request import MetadataRequest, MetadataRequestTopic
 from matrix_support import ready_group_coordinator, stored_batches
 
-from samsa.dev import programs
-from samsa.local.cluster import LocalCluster
+from samsa.local_cluster.cluster import LocalCluster
+from samsa_dev import programs
 
 HERE = Path(__file__).resolve().parent
 # Every step of the programs is bounded by 20 s; a subprocess gets a little more.

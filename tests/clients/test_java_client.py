@@ -16,7 +16,7 @@ from java_support import java_client
 from kafka_support import wait_until
 from matrix_support import stored_batches
 
-from samsa.local.cluster import LocalCluster
+from samsa.local_cluster.cluster import LocalCluster
 
 COUNT = 1000  # records the idempotent producer sends
 PARTITIONS, EACH = 6, 300  # the group's partitions, and records produced at each of 3 steps

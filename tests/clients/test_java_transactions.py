@@ -13,8 +13,8 @@ import pytest
 from eos_support import kill_loop
 from java_support import JAVA
 
-from samsa.dev.kafka import java_program
-from samsa.local.cluster import LocalCluster
+from samsa.local_cluster.cluster import LocalCluster
+from samsa_dev.kafka import java_program
 
 pytestmark = [pytest.mark.timeout(900), pytest.mark.slow]
 

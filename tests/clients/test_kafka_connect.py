@@ -19,9 +19,9 @@ from kafka_support import consume, wait_until
 from typer.testing import CliRunner
 
 from samsa.cli.main import app
-from samsa.dev import jars
-from samsa.dev.connect import FILE_SINK, FILE_SOURCE, ConnectError, ConnectWorker
-from samsa.local.cluster import LocalCluster
+from samsa.local_cluster.cluster import LocalCluster
+from samsa_dev import jars
+from samsa_dev.connect import FILE_SINK, FILE_SOURCE, ConnectError, ConnectWorker
 
 # Workers start in 15-25 s on a loaded 2-core machine.
 READY_TIMEOUT = 120.0

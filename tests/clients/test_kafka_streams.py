@@ -25,9 +25,9 @@ from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartiti
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 from kafka_support import consume, name_for_test, wait_until
 
-from samsa.dev import jars
-from samsa.dev.kafka import java_program
-from samsa.local.cluster import LocalCluster
+from samsa.local_cluster.cluster import LocalCluster
+from samsa_dev import jars
+from samsa_dev.kafka import java_program
 from samsa_spark.generator import CAMPAIGNS, Click, generate
 
 PROGRAM = Path(__file__).resolve().parent / "streams" / "ClickCampaignJoin.java"

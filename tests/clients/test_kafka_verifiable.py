@@ -19,7 +19,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from java_support import EventTool
 from kafka_support import wait_until
 
-from samsa.local.cluster import LocalCluster
+from samsa.local_cluster.cluster import LocalCluster
 
 MESSAGES = 6000
 PARTITIONS = 3

@@ -39,9 +39,9 @@ from confluent_kafka.admin import (
 from java_support import java_client
 from security_support import confluent_round_trip, kafka_python_round_trip
 
-from samsa.local.cluster import LocalCluster
+from samsa.local_cluster.cluster import LocalCluster
 from samsa.testing.cluster import replicated_cluster
-from samsa.testing.pki import Pki
+from samsa_dev.pki import Pki
 
 pytestmark = [pytest.mark.timeout(600), pytest.mark.slow]
 KCAT = shutil.which("kcat")

@@ -1,6 +1,6 @@
 """The differential suite's tools: one system (Apache Kafka or Samsa) seen through raw requests
 and real clients, results made comparable, and the comparison that consults the list of known
-differences (samsa.handlers.differences).
+differences (samsa_dev.differences).
 
 A scenario is a function of a System returning plain data (dicts, lists, ints, strings). Each
 is run against both systems; ids, hosts, ports, cluster ids, topic ids, timestamps the broker
@@ -27,11 +27,11 @@ import pytest
 from confluent_kafka.admin import AdminClient
 from kafka_support import Wire
 
-from samsa.dev.jars import JarsUnavailable
-from samsa.dev.kafka import ApacheKafka
-from samsa.handlers.differences import DIFFERENCES
-from samsa.local.cluster import LocalCluster
+from samsa.local_cluster.cluster import LocalCluster
 from samsa.protocol.messages import build, request_type
+from samsa_dev.differences import DIFFERENCES
+from samsa_dev.jars import JarsUnavailable
+from samsa_dev.kafka import ApacheKafka
 
 ZERO_UUID = uuid.UUID(int=0)
 # Fields whose values are the system's own choice, not behaviour: replaced by a placeholder.

@@ -2,7 +2,7 @@
 Samsa (with ZooKeeper), results compared after normalisation (compat_support).
 
 Raw requests show what clients hide (error codes, sentinel fields); real clients show what users
-see. A result that differs must be a listed difference (samsa.handlers.differences).
+see. A result that differs must be a listed difference (samsa_dev.differences).
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import pytest
 from compat_support import Comparison, System, expect, listed, normalise, wait_for
 from confluent_kafka import Consumer, Producer
 
-from samsa.handlers.differences import DIFFERENCES
-from samsa.protocol.records import build_batch
+from samsa.protocol.record_batch import build_batch
+from samsa_dev.differences import DIFFERENCES
 
 _names = itertools.count()
 

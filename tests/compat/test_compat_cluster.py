@@ -13,8 +13,8 @@ import pytest
 from compat_support import Comparison, System, start_pair, systems, wait_for
 from test_compat import append, batch, offsets, produce_raw
 
-from samsa.dev.kafka import ApacheKafka
-from samsa.local.cluster import LocalCluster
+from samsa.local_cluster.cluster import LocalCluster
+from samsa_dev.kafka import ApacheKafka
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 

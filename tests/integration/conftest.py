@@ -12,6 +12,6 @@ for folder in ("broker_image/tests", "broker_image/tests/cluster"):
 
 from kube_support import helm, kube, kubectl_bin, zookeeper  # noqa: E402
 
-from samsa.testing.kube import kube_control_plane  # noqa: E402
+from samsa_dev.kube.harness import kube_control_plane  # noqa: E402
 
 __all__ = ["helm", "kube", "kube_control_plane", "kubectl_bin", "zookeeper"]

@@ -20,9 +20,9 @@ from cluster_support import FAST, LoadProducer, admin
 from confluent_kafka.admin import ConfigResource, ResourceType
 from kube_support import CHART, OPERATOR_ENV
 
-from samsa.dev.kube.agent import NodeAgent, ordinal
-from samsa.local import ZooKeeperServer
-from samsa.testing.kube import KubeNamespace, eventually
+from samsa.local_cluster import ZooKeeperServer
+from samsa_dev.kube.agent import NodeAgent, ordinal
+from samsa_dev.kube.harness import KubeNamespace, eventually
 
 T = TypeVar("T")
 NAME = "day2"

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from samsa.dev.kube.agent import NodeAgent
-from samsa.dev.kube.api import Api
-from samsa.dev.kube.control_plane import ControlPlane
-from samsa.local import ZooKeeperServer
-from samsa.testing.kube import KubeNamespace, namespace_name
+from samsa.local_cluster import ZooKeeperServer
+from samsa_dev.kube.agent import NodeAgent
+from samsa_dev.kube.api import Api
+from samsa_dev.kube.control_plane import ControlPlane
+from samsa_dev.kube.harness import KubeNamespace, namespace_name
 
 REPO = Path(__file__).resolve().parents[2]
 TOOLS = REPO / ".tools"

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from kube_support import CHART, EXAMPLES, OPERATOR_ENV, condition
 
-from samsa.testing.kube import KubeNamespace, eventually
+from samsa_dev.kube.harness import KubeNamespace, eventually
 
 # A whole cluster on the control plane: more than the default 300 s under load.
 pytestmark = pytest.mark.timeout(600)

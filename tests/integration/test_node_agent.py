@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from samsa.dev.kube import images
-from samsa.dev.kube.agent import _expand, _format_map, finished_phase, pod_ip, restarts
+from samsa_dev.kube import images
+from samsa_dev.kube.agent import _expand, _format_map, finished_phase, pod_ip, restarts
 
 
 def test_each_pod_has_a_loopback_address_of_its_own_away_from_127_0_x() -> None:

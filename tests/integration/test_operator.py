@@ -22,8 +22,8 @@ from confluent_kafka import TopicCollection
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 from kube_support import CHART, EXAMPLES, OPERATOR_ENV, condition
 
-from samsa.local.ports import free_port
-from samsa.testing.kube import KubeNamespace, eventually
+from samsa.local_cluster.ports import free_port
+from samsa_dev.kube.harness import KubeNamespace, eventually
 from samsa_operator import reconcile
 
 QUIET = logging.getLogger("test-admin")  # librdkafka's reconnect chatter after the broker stops

@@ -22,9 +22,9 @@ from cluster_support import LoadProducer, check_exactly_once, consume_all, creat
 from day2_support import Brokers, acked, apply, in_thread, starts, wait_ready, wait_status
 from kube_support import CHART, OPERATOR_ENV, condition
 
-from samsa.local import ZooKeeperServer
+from samsa.local_cluster import ZooKeeperServer
 from samsa.testing.cluster import FAST
-from samsa.testing.kube import KubeNamespace, eventually
+from samsa_dev.kube.harness import KubeNamespace, eventually
 
 pytestmark = pytest.mark.timeout(600)
 NAME = scenarios.NAME

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from samsa.testing.kube import KubeNamespace, eventually
+from samsa_dev.kube.harness import KubeNamespace, eventually
 
 IMAGE = "ghcr.io/samsa-dev/samsa:0.1.0"
 # Exits 1 the first time (it leaves a file in its working folder), 0 after.

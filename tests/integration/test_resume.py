@@ -27,9 +27,9 @@ from day2_support import (
 )
 from kafka.admin import KafkaAdminClient
 
-from samsa.dev.kube.agent import ordinal
-from samsa.local import ZooKeeperServer
-from samsa.testing.kube import KubeNamespace, eventually
+from samsa.local_cluster import ZooKeeperServer
+from samsa_dev.kube.agent import ordinal
+from samsa_dev.kube.harness import KubeNamespace, eventually
 
 # A whole cluster on the control plane: more than the default 300 s under load.
 pytestmark = pytest.mark.timeout(600)

@@ -32,8 +32,8 @@ from day2_support import (
     wait_status,
 )
 
-from samsa.local import ZooKeeperServer
-from samsa.testing.kube import KubeNamespace, eventually
+from samsa.local_cluster import ZooKeeperServer
+from samsa_dev.kube.harness import KubeNamespace, eventually
 
 # A whole cluster on the control plane: more than the default 300 s under load.
 pytestmark = pytest.mark.timeout(600)

@@ -21,9 +21,9 @@ from day2_support import NAME, in_thread, start_cluster
 from kube_support import REPO
 from test_spark_submit import in_namespace
 
-from samsa.dev.kube.build import spark_operator_chart
-from samsa.local import ZooKeeperServer
-from samsa.testing.kube import KubeNamespace, eventually
+from samsa.local_cluster import ZooKeeperServer
+from samsa_dev.kube.build import spark_operator_chart
+from samsa_dev.kube.harness import KubeNamespace, eventually
 from samsa_spark.generator import Click, closed_window_counts, generate, publish
 
 pytestmark = pytest.mark.slow

@@ -21,8 +21,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from day2_support import NAME, in_thread, start_cluster
 from kube_support import REPO
 
-from samsa.local import ZooKeeperServer
-from samsa.testing.kube import KubeNamespace
+from samsa.local_cluster import ZooKeeperServer
+from samsa_dev.kube.harness import KubeNamespace
 
 pytestmark = pytest.mark.slow
 

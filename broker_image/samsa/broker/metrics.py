@@ -15,7 +15,7 @@ from prometheus_client.utils import floatToGoString
 from samsa.log import LogManager
 from samsa.log.cleaner import LogCleaner
 from samsa.replica import ReplicaManager
-from samsa.replica.stages import STAGES
+from samsa.replica.latency_stages import STAGES
 
 if TYPE_CHECKING:
     from samsa.controller import KafkaController
@@ -349,7 +349,7 @@ class BrokerMetrics:
             "request",
             LATENCY_BUCKETS,
         )
-        # Where replication's milliseconds go (samsa.replica.stages names the stages).
+        # Where replication's milliseconds go (samsa.replica.latency_stages names the stages).
         self.replication_latency = _HistogramFamily(
             "kafka_server_replication_stage_time_seconds",
             "Time a record spends in each step from producer to consumer",

@@ -14,7 +14,7 @@ from samsa.broker.listeners import listener_plan
 from samsa.broker.metrics import BrokerMetrics
 from samsa.broker.properties import parse_listener
 from samsa.config import KafkaConfig, LogConfig
-from samsa.controller import LocalController
+from samsa.controller import StandaloneController
 from samsa.coordinator import (
     GROUP_METADATA_TOPIC_NAME,
     AsyncioClock,
@@ -22,7 +22,7 @@ from samsa.coordinator import (
     GroupCoordinatorConfig,
     ProducerIdManager,
 )
-from samsa.coordinator.log_store import LogGroupStore, replay
+from samsa.coordinator.log_group_store import LogGroupStore, replay
 from samsa.coordinator.transaction import (
     TRANSACTION_STATE_TOPIC_NAME,
     TransactionConfig,
@@ -37,26 +37,30 @@ from samsa.log.cleaner import CleanerConfig, LogCleaner, crash_hook_from_env
 from samsa.log.errors import out_of_space
 from samsa.metadata import (
     BrokerInfo,
-    LocalMetadataStore,
     MetadataCache,
     MetadataStore,
+    StandaloneMetadataStore,
     TopicPartition,
 )
-from samsa.metadata.local import ensure_meta_properties, new_cluster_id, read_meta_properties
 from samsa.metadata.producer_ids import (
     LocalProducerIdBlockStore,
     ProducerIdBlockStore,
     ZkProducerIdBlockStore,
 )
+from samsa.metadata.standalone_metadata_store import (
+    ensure_meta_properties,
+    new_cluster_id,
+    read_meta_properties,
+)
 from samsa.network import Connection, SocketServer
-from samsa.protocol.warm import warm_up
+from samsa.protocol.schema_preload import warm_up
 from samsa.replica import Partition, ReplicaManager
 from samsa.replica.fetch_session import FetchSessionCache
 from samsa.security.authorizer import Authorizer
 from samsa.security.channels import inter_broker_security, listener_ssl_context
 from samsa.security.sasl import SaslServer
+from samsa.security.security_store import SecurityStore, StandaloneSecurityStore, ZkSecurityStore
 from samsa.security.session import SASL_PROTOCOLS
-from samsa.security.store import LocalSecurityStore, SecurityStore, ZkSecurityStore
 
 if TYPE_CHECKING:
     # Imported where used: a standalone broker needs neither ZooKeeper (kazoo, the inter-broker
@@ -159,7 +163,7 @@ class KafkaServer:
     def _security_store(self) -> SecurityStore:
         if self.cluster is not None:
             return ZkSecurityStore(self.cluster.zk)
-        return LocalSecurityStore(self.data_dir)
+        return StandaloneSecurityStore(self.data_dir)
 
     async def _start_authorizer(self) -> None:
         self.authorizer = Authorizer.from_config(self.config, self._security_store())
@@ -209,7 +213,7 @@ class KafkaServer:
             cluster_id = ensure_meta_properties(
                 self.data_dir, config.broker_id, config["cluster.id"]
             )
-            self.store = LocalMetadataStore(self.data_dir, broker, cluster_id)
+            self.store = StandaloneMetadataStore(self.data_dir, broker, cluster_id)
             await self.store.start()
         assert self.store is not None
         self.cache = MetadataCache(config.broker_id, cluster_id)
@@ -229,7 +233,7 @@ class KafkaServer:
             self.store.add_listener(self._on_cluster_metadata_change)
             self.group_coordinator = self._cluster_group_coordinator()
         else:
-            controller = LocalController(
+            controller = StandaloneController(
                 self.store,
                 self.cache,
                 self.replica_manager,
@@ -312,7 +316,7 @@ class KafkaServer:
         """Connect to ZooKeeper (retrying until it answers), agree on the cluster id with it
         and with meta.properties, and open the ZooKeeper metadata store."""
         from samsa.broker.cluster import ClusterMembership
-        from samsa.metadata.zk_store import ZkMetadataStore
+        from samsa.metadata.zk_metadata_store import ZkMetadataStore
 
         inter = self.listeners.inter_broker
         self.cluster = ClusterMembership(

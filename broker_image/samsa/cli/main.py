@@ -40,8 +40,7 @@ def register_tools() -> typer.Typer:
         "samsa.cli.transactions",
         "samsa.cli.produce",
         "samsa.cli.consume",
-        "samsa.cli.local",
-        "samsa.cli.dev",
+        "samsa.cli.local_cluster",
     ):
         try:
             mod = importlib.import_module(module)

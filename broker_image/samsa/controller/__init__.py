@@ -1,6 +1,6 @@
 """Cluster state: who leads which partition.
 
-Standalone, the LocalController makes this broker leader of everything from its local store.
+Standalone, the StandaloneController makes this broker leader of everything from its local store.
 In a cluster, the KafkaController elected through ZooKeeper decides for every broker.
 """
 
@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from samsa.controller.local import LocalController
+from samsa.controller.standalone import StandaloneController
 
 if TYPE_CHECKING:
     from samsa.controller.kafka_controller import KafkaController, NotController
 
-__all__ = ["KafkaController", "LocalController", "NotController"]
+__all__ = ["KafkaController", "NotController", "StandaloneController"]
 
 
 def __getattr__(name: str) -> Any:

@@ -5,10 +5,10 @@ The API a handler uses is ``GroupCoordinator`` (``coordinator``), its inputs and
 (``clock``); producer ids come from ``ProducerIdManager`` (``producer_id_manager``).
 """
 
-from samsa.coordinator.clock import AsyncioClock, Clock, ManualClock, TimerHandle
 from samsa.coordinator.config import GROUP_METADATA_TOPIC_NAME, GroupCoordinatorConfig
 from samsa.coordinator.coordinator import GroupCoordinator
 from samsa.coordinator.group import GroupMetadata, GroupState
+from samsa.coordinator.group_store import GroupStore
 from samsa.coordinator.membership import JoinRequest
 from samsa.coordinator.offsets import OffsetAndMetadata
 from samsa.coordinator.offsets_topic import java_string_hashcode, partition_for
@@ -29,7 +29,7 @@ from samsa.coordinator.results import (
     OffsetFetchResult,
     SyncResult,
 )
-from samsa.coordinator.store import GroupStore
+from samsa.coordinator.timers import AsyncioClock, Clock, ManualClock, TimerHandle
 
 __all__ = [
     "GROUP_METADATA_TOPIC_NAME",

@@ -16,10 +16,10 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from samsa.coordinator.clock import AsyncioClock, Clock, TimerHandle
 from samsa.coordinator.config import GroupCoordinatorConfig
 from samsa.coordinator.group import GroupMetadata, GroupState
-from samsa.coordinator.manager import GroupMetadataManager, ReplayRecords
+from samsa.coordinator.group_metadata_manager import GroupMetadataManager, ReplayRecords
+from samsa.coordinator.group_store import GroupStore
 from samsa.coordinator.membership import GroupMembership, JoinRequest
 from samsa.coordinator.offsets import OffsetAndMetadata
 from samsa.coordinator.results import (
@@ -35,7 +35,7 @@ from samsa.coordinator.results import (
     OffsetFetchResult,
     SyncResult,
 )
-from samsa.coordinator.store import GroupStore
+from samsa.coordinator.timers import AsyncioClock, Clock, TimerHandle
 from samsa.metadata.model import TopicPartition
 from samsa.protocol.errors import ErrorCode
 

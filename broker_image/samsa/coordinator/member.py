@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from samsa.coordinator.clock import TimerHandle
 from samsa.coordinator.results import JoinResult, MemberSummary, SyncResult
+from samsa.coordinator.timers import TimerHandle
 
 JoinCallback = Callable[[JoinResult], None]
 SyncCallback = Callable[[SyncResult], None]

@@ -25,10 +25,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from samsa.coordinator.clock import Clock, TimerHandle
 from samsa.coordinator.config import GroupCoordinatorConfig
 from samsa.coordinator.group import GroupMetadata, GroupState
-from samsa.coordinator.manager import GroupMetadataManager
+from samsa.coordinator.group_metadata_manager import GroupMetadataManager
 from samsa.coordinator.member import JoinCallback, MemberMetadata, SyncCallback
 from samsa.coordinator.results import (
     UNKNOWN_MEMBER_ID,
@@ -38,6 +37,7 @@ from samsa.coordinator.results import (
     MemberIdentity,
     SyncResult,
 )
+from samsa.coordinator.timers import Clock, TimerHandle
 from samsa.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)

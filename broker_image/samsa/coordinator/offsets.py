@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from samsa.coordinator.records import OffsetCommitValue
+from samsa.coordinator.group_records import OffsetCommitValue
 
 
 @dataclass(frozen=True)

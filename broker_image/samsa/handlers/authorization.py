@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from samsa.handlers import authorized
+from samsa.handlers import authorized_operations
 from samsa.handlers.context import BrokerServices, RequestContext
 from samsa.security.acl import (
     CLUSTER_NAME,
@@ -82,7 +82,7 @@ def operations(
     every operation the resource type supports."""
     authorizer = services.authorizer
     if authorizer is None:
-        return authorized.SUPPORTED.get(rtype, NOT_PROVIDED)
+        return authorized_operations.SUPPORTED.get(rtype, NOT_PROVIDED)
     return authorizer.operations(_session(ctx), _host(ctx), rtype, name)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from samsa.handlers import authorized
+from samsa.handlers import authorized_operations
 from samsa.handlers.authorization import cluster_operations
 from samsa.handlers.context import BrokerServices, RequestContext
 from samsa.protocol.errors import ErrorCode
@@ -25,7 +25,7 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> dict[
             "cluster_id": services.cache.cluster_id,
             "controller_id": -1,
             "brokers": [],
-            "cluster_authorized_operations": authorized.NOT_REQUESTED,
+            "cluster_authorized_operations": authorized_operations.NOT_REQUESTED,
         }
     cache = services.cache
     return {

@@ -19,8 +19,12 @@ from samsa.handlers.authorization import cluster_allowed, topic_allowed
 from samsa.handlers.context import BrokerServices, RequestContext
 from samsa.metadata import TopicPartition
 from samsa.protocol.errors import ErrorCode
-from samsa.protocol.fast import FetchPartitionResult, FetchTopicResult, encode_fetch_response
 from samsa.protocol.messages import ms
+from samsa.protocol.produce_fetch_responses import (
+    FetchPartitionResult,
+    FetchTopicResult,
+    encode_fetch_response,
+)
 from samsa.replica import FetchPartitionRequest, FetchPartitionResponse
 from samsa.replica.fetch_session import FINAL_EPOCH, FetchSession, FetchSessionError
 from samsa.security.acl import AclOperation

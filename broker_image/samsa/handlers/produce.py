@@ -19,11 +19,15 @@ from samsa.handlers.txn_verification import (
 )
 from samsa.metadata import TopicPartition
 from samsa.protocol.errors import CloseConnection, ErrorCode
-from samsa.protocol.fast import ProducePartitionResult, ProduceTopicResult, encode_produce_response
 from samsa.protocol.messages import ms
 from samsa.protocol.pipelining import Deferred
+from samsa.protocol.produce_fetch_responses import (
+    ProducePartitionResult,
+    ProduceTopicResult,
+    encode_produce_response,
+)
 from samsa.protocol.produce_request import parse_produce_request
-from samsa.protocol.records import ATTRIBUTES_OFFSET, TRANSACTIONAL_MASK
+from samsa.protocol.record_batch import ATTRIBUTES_OFFSET, TRANSACTIONAL_MASK
 from samsa.replica import ProducePartitionResponse
 from samsa.security.acl import AclOperation, ResourceType
 

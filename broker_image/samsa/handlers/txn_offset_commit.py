@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from samsa.coordinator import GROUP_METADATA_TOPIC_NAME, OffsetCommitPartition
-from samsa.coordinator.store import offset_commit_error
+from samsa.coordinator.group_store import offset_commit_error
 from samsa.handlers.authorization import group_allowed, topic_allowed, transactional_id_allowed
 from samsa.handlers.context import BrokerServices, RequestContext
 from samsa.handlers.groups import NOT_AVAILABLE, coordinator

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 
 from samsa.metadata import TopicPartition
 from samsa.protocol.errors import ErrorCode
-from samsa.protocol.records import (
+from samsa.protocol.record_batch import (
     ATTRIBUTES_OFFSET,
     PRODUCER_EPOCH_OFFSET,
     PRODUCER_ID_OFFSET,

@@ -11,7 +11,7 @@ from samsa.log.errors import (
 from samsa.log.index import OffsetIndex, TimeIndex
 from samsa.log.info import FetchDataInfo, LogAppendInfo
 from samsa.log.log import Log, parse_partition_dir
-from samsa.log.manager import CLEAN_SHUTDOWN_FILE, LogManager
+from samsa.log.log_manager import CLEAN_SHUTDOWN_FILE, LogManager
 from samsa.log.segment import LogSegment
 
 __all__ = [

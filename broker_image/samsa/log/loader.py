@@ -17,7 +17,7 @@ from samsa.config.topic import LogConfig
 from samsa.log.epoch import LeaderEpochCache
 from samsa.log.segment import DELETED_SUFFIX, LOG_SUFFIX, LogSegment
 from samsa.log.swap import complete_interrupted_swaps
-from samsa.protocol.records import BatchHeader
+from samsa.protocol.record_batch import BatchHeader
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,6 @@ import shutil
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
-from samsa.clock import wall_clock_ms
 from samsa.config.topic import LogConfig
 from samsa.log.checkpoint import LEADER_EPOCH_CHECKPOINT, fsync_dir
 from samsa.log.epoch import LeaderEpochCache
@@ -32,7 +31,7 @@ from samsa.log.segment import LogSegment
 from samsa.log.swap import segment_run
 from samsa.log.txn_index import AbortedTxn, collect_aborted
 from samsa.protocol.control import EndTxnMarker, read_end_txn_marker
-from samsa.protocol.records import (
+from samsa.protocol.record_batch import (
     BATCH_HEADER_SIZE,
     BatchHeader,
     CorruptRecordError,
@@ -44,6 +43,7 @@ from samsa.protocol.records import (
     set_partition_leader_epoch,
     validate_batches,
 )
+from samsa.wall_clock import wall_clock_ms
 
 # Batches at least this large are written without copying them into one buffer.
 _VECTORED_MIN_BATCH = 4096

@@ -54,7 +54,7 @@ from samsa.log.producer_state import (
 from samsa.log.txn_index import AbortedTxn
 from samsa.protocol.control import EndTxnMarker
 from samsa.protocol.errors import ErrorCode, KafkaApiError
-from samsa.protocol.records import CONTROL_MASK, TRANSACTIONAL_MASK, BatchHeader
+from samsa.protocol.record_batch import CONTROL_MASK, TRANSACTIONAL_MASK, BatchHeader
 
 log = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ from samsa.log.index import OffsetIndex, TimeIndex
 from samsa.log.info import FetchDataInfo
 from samsa.log.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 from samsa.protocol.fileregion import FileRegion
-from samsa.protocol.records import (
+from samsa.protocol.record_batch import (
     ATTRIBUTES_OFFSET,
     BATCH_HEADER_SIZE,
     LOG_OVERHEAD,

@@ -28,7 +28,7 @@ from samsa.log.segment import (
     LogSegment,
 )
 from samsa.log.txn_index import TXN_INDEX_SUFFIX
-from samsa.protocol.records import BATCH_HEADER_SIZE, MIN_BATCH_LENGTH, read_batch_header
+from samsa.protocol.record_batch import BATCH_HEADER_SIZE, MIN_BATCH_LENGTH, read_batch_header
 
 if TYPE_CHECKING:
     from samsa.log.log import Log

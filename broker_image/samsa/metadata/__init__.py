@@ -1,7 +1,7 @@
 """What this broker knows of the cluster, and the metadata store behind it."""
 
 from samsa.metadata.cache import MetadataCache
-from samsa.metadata.local import LocalMetadataStore
+from samsa.metadata.metadata_store import MetadataListener, MetadataStore
 from samsa.metadata.model import (
     BrokerInfo,
     Endpoint,
@@ -11,17 +11,17 @@ from samsa.metadata.model import (
     TopicPartition,
 )
 from samsa.metadata.names import validate_topic_name
-from samsa.metadata.store import MetadataListener, MetadataStore
+from samsa.metadata.standalone_metadata_store import StandaloneMetadataStore
 
 __all__ = [
     "BrokerInfo",
     "Endpoint",
-    "LocalMetadataStore",
     "MetadataCache",
     "MetadataError",
     "MetadataListener",
     "MetadataStore",
     "PartitionState",
+    "StandaloneMetadataStore",
     "TopicMetadata",
     "TopicPartition",
     "validate_topic_name",

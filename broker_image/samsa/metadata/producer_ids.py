@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from kazoo.exceptions import BadVersionError, NodeExistsError
 
-from samsa.metadata.local import _atomic_write
+from samsa.metadata.standalone_metadata_store import _atomic_write
 
 if TYPE_CHECKING:
     from samsa.metadata.zk_client import KafkaZkClient

@@ -41,8 +41,8 @@ from kazoo.exceptions import (
 )
 from kazoo.protocol.states import ZnodeStat
 
-from samsa.clock import wall_clock_ms
 from samsa.metadata.model import BrokerInfo, Endpoint
+from samsa.wall_clock import wall_clock_ms
 
 log = logging.getLogger(__name__)
 

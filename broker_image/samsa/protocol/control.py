@@ -13,7 +13,7 @@ import enum
 import struct
 from typing import NamedTuple
 
-from samsa.protocol.records import (
+from samsa.protocol.record_batch import (
     BATCH_HEADER_SIZE,
     CONTROL_MASK,
     TRANSACTIONAL_MASK,

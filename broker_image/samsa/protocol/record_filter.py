@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from samsa.protocol.records import (
+from samsa.protocol.record_batch import (
     BATCH_HEADER_SIZE,
     CONTROL_MASK,
     DELETE_HORIZON_MASK,

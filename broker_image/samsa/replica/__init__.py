@@ -1,14 +1,14 @@
 """Partition leadership, the produce and fetch paths, and delayed operations."""
 
 from samsa.replica.delayed import DataWaiters
-from samsa.replica.manager import (
+from samsa.replica.partition import Partition, ProducePartitionResponse
+from samsa.replica.replica_manager import (
     FetchPartitionRequest,
     FetchPartitionResponse,
     LeaderAndIsrPartition,
     ReplicaManager,
     TxnMarker,
 )
-from samsa.replica.partition import Partition, ProducePartitionResponse
 
 __all__ = [
     "DataWaiters",

@@ -26,7 +26,7 @@ from samsa.log.errors import out_of_space
 from samsa.metadata.model import TopicPartition
 from samsa.protocol.errors import ErrorCode
 from samsa.protocol.messages import build, request_type
-from samsa.protocol.records import CorruptRecordError
+from samsa.protocol.record_batch import CorruptRecordError
 from samsa.protocol.replica_fetch import VERSION as REPLICA_FETCH_VERSION
 from samsa.protocol.replica_fetch import PartitionFetch, encode_replica_fetch
 from samsa.replica.fetch_session import FetchSessionHandler

@@ -22,8 +22,8 @@ from samsa.log import Log, LogAppendInfo
 from samsa.log.producer_state import AppendOrigin
 from samsa.metadata.model import PartitionState, TopicPartition
 from samsa.protocol.errors import ErrorCode, KafkaApiError
-from samsa.protocol.records import BatchHeader
-from samsa.replica.stages import AppendTimes, StageClock
+from samsa.protocol.record_batch import BatchHeader
+from samsa.replica.latency_stages import AppendTimes, StageClock
 
 
 @dataclass(slots=True)

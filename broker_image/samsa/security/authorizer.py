@@ -24,8 +24,8 @@ from samsa.security.acl import (
     authorized_operations,
     bindings_from,
 )
+from samsa.security.security_store import SecurityStore
 from samsa.security.session import ConnectionSession
-from samsa.security.store import SecurityStore
 
 log = logging.getLogger(__name__)
 

@@ -20,8 +20,8 @@ from samsa.protocol.scram import ScramError
 from samsa.security.principal import KafkaPrincipal
 from samsa.security.sasl_config import enabled_mechanisms, plain_users
 from samsa.security.scram import ScramServer, parse_client_first
+from samsa.security.security_store import SecurityStore
 from samsa.security.session import ConnectionSession
-from samsa.security.store import SecurityStore
 
 
 class SaslAuthenticationError(Exception):

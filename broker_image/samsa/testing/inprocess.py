@@ -17,7 +17,7 @@ from typing import Any
 
 from samsa.broker import KafkaServer
 from samsa.config import KafkaConfig
-from samsa.local.ports import free_port as free_port
+from samsa.local_cluster.ports import free_port as free_port
 
 
 class InProcessBroker:

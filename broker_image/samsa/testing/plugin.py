@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from samsa.local.cluster import LocalCluster
+from samsa.local_cluster.cluster import LocalCluster
 from samsa.testing.cluster import replicated_cluster
 from samsa.testing.inprocess import InProcessBroker
 

@@ -14,7 +14,7 @@ from kafka_support import Wire, create_topic, fetch_request, raw_produce
 
 from samsa.protocol.errors import ErrorCode
 from samsa.protocol.messages import encode_request
-from samsa.protocol.records import build_batch
+from samsa.protocol.record_batch import build_batch
 from samsa.protocol.replica_fetch import VERSION, encode_replica_fetch
 from samsa.testing import InProcessBroker
 

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 from kafka_support import NONE, Wire, create_topic, fetch_request, produce_request
 
-from samsa.protocol.records import build_batch
+from samsa.protocol.record_batch import build_batch
 from samsa.testing import InProcessBroker
 
 # Far longer than the test waits for the answer: answered only at the end of it is a failure.

@@ -18,7 +18,7 @@ from kafka_support import wait_until as _wait_until
 from samsa.testing.cluster import FAST as FAST
 
 if TYPE_CHECKING:
-    from samsa.local.cluster import LocalCluster
+    from samsa.local_cluster.cluster import LocalCluster
 
 T = TypeVar("T")
 # The start_cluster fixture: brokers and property overrides in, a running LocalCluster out.

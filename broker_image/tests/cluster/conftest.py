@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from cluster_support import FAST, ClusterFactory, wait_until
 
-from samsa.local.cluster import LocalCluster
+from samsa.local_cluster.cluster import LocalCluster
 
 __all__ = ["wait_until"]
 

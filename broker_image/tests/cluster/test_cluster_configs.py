@@ -10,7 +10,7 @@ from kio.schema.describe_configs.v4 import request as describe
 from kio.schema.incremental_alter_configs.v1 import request as alter
 from kio.static.primitive import i8
 
-from samsa.local.cluster import LocalCluster
+from samsa.local_cluster.cluster import LocalCluster
 
 TOPIC_RESOURCE, SET, DELETE = i8(2), i8(0), i8(1)
 

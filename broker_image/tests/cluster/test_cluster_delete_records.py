@@ -9,7 +9,7 @@ from cluster_support import create_topic, leader, wait_until
 from confluent_kafka import TopicPartition
 from kafka_support import NONE, REQUEST_TIMED_OUT, admin, delete_records, log_start, produce
 
-from samsa.local.cluster import LocalCluster
+from samsa.local_cluster.cluster import LocalCluster
 
 
 def test_followers_follow_the_log_start_and_a_stopped_one_times_the_request_out(

@@ -17,7 +17,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from eos_support import kill_loop, read
 from kafka_support import Wire
 
-from samsa.local.cluster import LocalCluster
+from samsa.local_cluster.cluster import LocalCluster
 from samsa.protocol.messages import build, request_type
 
 pytestmark = pytest.mark.timeout(600)

@@ -29,7 +29,7 @@ from kafka_support import produce
 from kazoo.client import KazooClient
 
 from samsa.client import BrokerConnection
-from samsa.local.cluster import LocalCluster
+from samsa.local_cluster.cluster import LocalCluster
 from samsa.protocol import controller_apis as apis
 from samsa.protocol.errors import ErrorCode
 

@@ -26,7 +26,7 @@ from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import NewTopic
 from disk_support import Ballast, small_tmpfs
 
-from samsa.local.cluster import LocalCluster
+from samsa.local_cluster.cluster import LocalCluster
 
 LEADER = 0
 FOLLOWER = 2

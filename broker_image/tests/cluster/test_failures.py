@@ -25,7 +25,7 @@ from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import NewTopic
 
 from samsa.client import BrokerConnection
-from samsa.local.cluster import LocalCluster
+from samsa.local_cluster.cluster import LocalCluster
 from samsa.protocol.errors import ErrorCode
 from samsa.protocol.messages import build, request_type
 
@@ -171,7 +171,7 @@ def test_fetch_from_a_follower_before_kip_392_or_with_an_old_epoch_is_refused(
 
 
 def test_zookeeper_down_at_start_is_retried_not_fatal(tmp_path: Path) -> None:
-    from samsa.local.zookeeper import ZooKeeperServer, free_port
+    from samsa.local_cluster.zookeeper import ZooKeeperServer, free_port
 
     port = free_port()
     proc = subprocess.Popen(

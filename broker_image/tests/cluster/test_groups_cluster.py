@@ -16,7 +16,7 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-from samsa.local.cluster import LocalCluster
+from samsa.local_cluster.cluster import LocalCluster
 
 RECORDS = 20_000
 # Commit errors that mean "ask again": the coordinator moved, is loading, or is rebalancing.

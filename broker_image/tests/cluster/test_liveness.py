@@ -20,7 +20,7 @@ from cluster_support import (
 )
 from kazoo.client import KazooClient
 
-from samsa.local.cluster import LocalCluster
+from samsa.local_cluster.cluster import LocalCluster
 
 
 def _controller(zk: KazooClient) -> int:

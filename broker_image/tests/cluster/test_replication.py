@@ -32,8 +32,8 @@ from kafka_support import (
     produce_request,
 )
 
-from samsa.local.cluster import LocalCluster
-from samsa.protocol.records import build_batch
+from samsa.local_cluster.cluster import LocalCluster
+from samsa.protocol.record_batch import build_batch
 
 
 def metrics(cluster: LocalCluster, broker_id: int) -> dict[str, float]:

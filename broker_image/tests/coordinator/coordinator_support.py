@@ -16,7 +16,7 @@ from samsa.coordinator import (
     JoinResult,
     ManualClock,
 )
-from samsa.coordinator.records import (
+from samsa.coordinator.group_records import (
     GroupMetadataKey,
     OffsetCommitKey,
     decode_group_metadata_value,

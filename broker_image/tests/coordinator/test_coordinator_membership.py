@@ -23,7 +23,7 @@ from samsa.coordinator import (
     OffsetCommitPartition,
     SyncResult,
 )
-from samsa.coordinator.records import GroupMetadataKey, GroupMetadataValue
+from samsa.coordinator.group_records import GroupMetadataKey, GroupMetadataValue
 from samsa.protocol.errors import ErrorCode, KafkaApiError
 
 E = ErrorCode

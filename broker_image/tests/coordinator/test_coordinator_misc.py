@@ -11,8 +11,8 @@ from coordinator_support import make_harness, subscription
 from samsa.config.kafka import KafkaConfig
 from samsa.coordinator import AsyncioClock, GroupCoordinatorConfig, ManualClock
 from samsa.coordinator.consumer_protocol import SubscriptionFormatError, subscribed_topics
-from samsa.coordinator.manager import group_from_value
-from samsa.coordinator.records import GroupMetadataValue, MemberMetadataValue
+from samsa.coordinator.group_metadata_manager import group_from_value
+from samsa.coordinator.group_records import GroupMetadataValue, MemberMetadataValue
 from samsa.protocol.errors import ErrorCode
 
 

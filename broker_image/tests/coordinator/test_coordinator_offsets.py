@@ -23,7 +23,7 @@ from samsa.coordinator import (
     OffsetCommitPartition,
     OffsetFetchPartition,
 )
-from samsa.coordinator.records import (
+from samsa.coordinator.group_records import (
     GroupMetadataKey,
     OffsetCommitKey,
     OffsetCommitValue,

@@ -10,8 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from samsa.coordinator.offsets_topic import java_string_hashcode, partition_for, utf16_length
-from samsa.coordinator.records import (
+from samsa.coordinator.group_records import (
     GroupMetadataKey,
     GroupMetadataValue,
     MemberMetadataValue,
@@ -27,6 +26,7 @@ from samsa.coordinator.records import (
     encode_offset_commit_key,
     encode_offset_commit_value,
 )
+from samsa.coordinator.offsets_topic import java_string_hashcode, partition_for, utf16_length
 
 
 def i16(v: int) -> bytes:

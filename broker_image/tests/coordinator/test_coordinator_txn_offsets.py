@@ -14,7 +14,7 @@ from samsa.coordinator import (
     ManualClock,
     OffsetCommitPartition,
 )
-from samsa.coordinator.store import TxnMarker, TxnRecord
+from samsa.coordinator.group_store import TxnMarker, TxnRecord
 from samsa.metadata.model import TopicPartition
 from samsa.protocol.errors import ErrorCode
 

@@ -16,7 +16,7 @@ from samsa.coordinator.transaction import (
     TransactionState,
     TxnMarkerEntry,
 )
-from samsa.coordinator.transaction.records import (
+from samsa.coordinator.transaction.transaction_log import (
     TransactionLogValue,
     decode_key,
     decode_value,

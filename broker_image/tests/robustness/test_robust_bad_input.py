@@ -47,7 +47,7 @@ from kafka_support import (
 )
 from kio.index import load_request_schema
 
-from samsa.protocol.records import BATCH_HEADER_SIZE, BATCH_LENGTH_OFFSET, build_batch
+from samsa.protocol.record_batch import BATCH_HEADER_SIZE, BATCH_LENGTH_OFFSET, build_batch
 from samsa.protocol.replica_fetch import encode_replica_fetch
 from samsa.testing import InProcessBroker
 

@@ -22,7 +22,7 @@ from kafka_support import (
     wait_until,
 )
 
-from samsa import clock
+from samsa import wall_clock
 from samsa.testing import InProcessBroker
 
 DAY_MS = 86_400_000
@@ -35,7 +35,7 @@ def clock_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path
     """The offset file the in-process broker's clock reads (the variable is process-wide)."""
     path = tmp_path / "clock-offset-ms"
     path.write_text("0")
-    monkeypatch.setenv(clock.ENV_VAR, str(path))
+    monkeypatch.setenv(wall_clock.ENV_VAR, str(path))
     yield path
     path.write_text("0")
 
@@ -43,7 +43,7 @@ def clock_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path
 def _step(path: Path, offset_ms: int) -> None:
     path.write_text(str(offset_ms))
     wait_until(
-        lambda: abs(clock.wall_clock_ms() - time.time() * 1000 - offset_ms) < 60_000,
+        lambda: abs(wall_clock.wall_clock_ms() - time.time() * 1000 - offset_ms) < 60_000,
         5,
         what="the broker's clock to take the step",
     )

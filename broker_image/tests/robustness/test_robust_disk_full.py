@@ -23,7 +23,7 @@ from kafka_support import (
 )
 
 from samsa.protocol.messages import build, request_type
-from samsa.protocol.records import build_batch
+from samsa.protocol.record_batch import build_batch
 from samsa.testing import InProcessBroker
 
 CONFIG = {

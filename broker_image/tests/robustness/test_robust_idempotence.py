@@ -27,7 +27,7 @@ from kafka_support import (
 )
 from kio.index import load_request_schema
 
-from samsa.protocol.records import build_batch
+from samsa.protocol.record_batch import build_batch
 from samsa.testing import DropProduceResponses, InProcessBroker, KafkaProxy, free_port
 
 NONE = 0

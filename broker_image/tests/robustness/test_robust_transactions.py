@@ -39,7 +39,7 @@ from txn_support import (
 
 from samsa.metadata import TopicPartition as SamsaTopicPartition
 from samsa.protocol.control import build_end_txn_marker
-from samsa.protocol.records import build_batch
+from samsa.protocol.record_batch import build_batch
 from samsa.testing import InProcessBroker, free_port
 
 pytestmark = pytest.mark.timeout(180)

@@ -1,5 +1,5 @@
 """What the security tests share: the listener settings and the clients' round trips (the
-PKI is samsa.testing.pki)."""
+PKI is samsa_dev.pki)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from confluent_kafka import Consumer, Producer
 from kafka import KafkaConsumer, KafkaProducer
 
 from samsa.protocol.messages import build, decode_response, encode_request, request_type
-from samsa.testing.pki import Issued, Pki
+from samsa_dev.pki import Issued, Pki
 
 __all__ = [
     "Client",

@@ -36,7 +36,7 @@ from samsa.protocol.controller_apis import (
     UPDATE_METADATA,
     UPDATE_METADATA_VERSION,
 )
-from samsa.protocol.records import build_batch
+from samsa.protocol.record_batch import build_batch
 from samsa.testing import InProcessBroker, free_port
 
 pytestmark = pytest.mark.timeout(180)

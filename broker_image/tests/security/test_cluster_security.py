@@ -36,7 +36,7 @@ from confluent_kafka.admin import (
 )
 from security_support import Client, Issued, Pki, confluent_round_trip
 
-from samsa.local.cluster import LocalCluster
+from samsa.local_cluster.cluster import LocalCluster
 from samsa.testing.cluster import replicated_cluster
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]

@@ -9,7 +9,7 @@ from pathlib import Path
 from samsa.config.topic import LogConfig
 from samsa.log import Log, LogManager
 from samsa.log.cleaner import CleanerConfig, LogCleaner
-from samsa.protocol.records import BatchHeader, Record, decode_records, scan_batches
+from samsa.protocol.record_batch import BatchHeader, Record, decode_records, scan_batches
 
 COMPACTED = LogConfig(
     segment_bytes=1024,

@@ -16,7 +16,7 @@ from samsa.security.acl import (
     authorized_operations,
     bindings_from,
 )
-from samsa.security.store import acl_change_note
+from samsa.security.security_store import acl_change_note
 
 T, G, C = ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER
 LIT, PRE = PatternType.LITERAL, PatternType.PREFIXED

@@ -13,8 +13,7 @@ import sys
 
 import pytest
 
-from samsa.protocol.record_filter import first_keyless_record
-from samsa.protocol.records import (
+from samsa.protocol.record_batch import (
     COMPRESSION_GZIP,
     COMPRESSION_LZ4,
     COMPRESSION_SNAPPY,
@@ -28,14 +27,15 @@ from samsa.protocol.records import (
     decompress,
     validate_batches,
 )
+from samsa.protocol.record_filter import first_keyless_record
 
 CODECS = [COMPRESSION_GZIP, COMPRESSION_SNAPPY, COMPRESSION_LZ4, COMPRESSION_ZSTD]
 
 _BOMB = """
 import resource
-from samsa.protocol.records import COMPRESSION_ZSTD, CorruptRecordError, compress, decompress
+from samsa.protocol.record_batch import COMPRESSION_ZSTD, CorruptRecordError, compress, decompress
 from samsa.protocol.record_filter import first_keyless_record
-from samsa.protocol.records import assemble_batch, validate_batches
+from samsa.protocol.record_batch import assemble_batch, validate_batches
 
 # 64 MiB of zeros in one zstd frame of a few kilobytes; 40 frames: 2.5 GiB of records section.
 section = compress(COMPRESSION_ZSTD, bytes(64 << 20)) * 40

@@ -46,5 +46,5 @@ def test_samsa_broker_command_loads_no_tools_for_people() -> None:
         "from samsa.cli.main import main\n"
         "try:\n    main()\nexcept SystemExit:\n    pass"
     )
-    assert "samsa.cli.topics" not in loaded and "samsa.cli.dev" not in loaded
+    assert "samsa.cli.topics" not in loaded and "samsa_dev.cli" not in loaded
     assert "hypothesis.strategies" not in loaded  # kio did not load it

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from samsa.log import Log
 from samsa.log.cleaner import CLEANER_OFFSET_CHECKPOINT
-from samsa.protocol.records import (
+from samsa.protocol.record_batch import (
     COMPRESSION_GZIP,
     COMPRESSION_LZ4,
     COMPRESSION_NONE,

@@ -18,7 +18,7 @@ from cleaner_support import Clock, assert_subset_of, compacted_log, read_all, vi
 from samsa.log import Log, LogManager
 from samsa.log.cleaner import CleanerConfig, LogCleaner
 from samsa.log.cleaner.cleaner import Offload, OnLoop
-from samsa.protocol.records import COMPRESSION_LZ4, COMPRESSION_NONE, build_batch
+from samsa.protocol.record_batch import COMPRESSION_LZ4, COMPRESSION_NONE, build_batch
 
 CONFIG = with_config(segment_bytes=900, delete_retention_ms=0)
 

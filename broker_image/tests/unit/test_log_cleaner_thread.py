@@ -10,7 +10,7 @@ from pathlib import Path
 from cleaner_support import Clock, compacted_log, read_all, view, with_config
 
 from samsa.log import Log
-from samsa.protocol.records import build_batch
+from samsa.protocol.record_batch import build_batch
 
 
 def put(plog: Log, key: bytes, value: bytes) -> None:

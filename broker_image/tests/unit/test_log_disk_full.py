@@ -18,7 +18,7 @@ from samsa.log.checkpoint import OffsetCheckpointFile
 from samsa.log.producer_state import AppendOrigin
 from samsa.log.txn_index import AbortedTxn
 from samsa.protocol.control import build_end_txn_marker
-from samsa.protocol.records import (
+from samsa.protocol.record_batch import (
     build_batch,
     decode_records,
     set_base_offset,

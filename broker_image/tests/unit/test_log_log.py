@@ -8,7 +8,7 @@ import pytest
 
 from samsa.config.topic import LogConfig
 from samsa.log import Log, OffsetOutOfRangeError, UnexpectedAppendOffsetError
-from samsa.protocol.records import (
+from samsa.protocol.record_batch import (
     COMPRESSION_LZ4,
     LOG_APPEND_TIME,
     build_batch,

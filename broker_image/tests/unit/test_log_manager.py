@@ -9,7 +9,7 @@ import pytest
 
 from samsa.config.topic import LogConfig
 from samsa.log import CLEAN_SHUTDOWN_FILE, Log, LogManager
-from samsa.protocol.records import build_batch
+from samsa.protocol.record_batch import build_batch
 
 CONFIG = LogConfig(segment_bytes=2048, segment_index_bytes=4096, retention_ms=-1)
 

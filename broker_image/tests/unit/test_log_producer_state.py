@@ -25,7 +25,7 @@ from samsa.log.producer_state import (
     ProducerStateEntry,
 )
 from samsa.log.producer_state_manager import ProducerStateManager
-from samsa.protocol.records import build_batch, decode_records
+from samsa.protocol.record_batch import build_batch, decode_records
 
 CONFIG = LogConfig(segment_bytes=1200, index_interval_bytes=100, retention_ms=-1)
 

@@ -13,7 +13,7 @@ import pytest
 
 from samsa.config.topic import LogConfig
 from samsa.log import Log
-from samsa.protocol.records import build_batch, decode_records, scan_batches
+from samsa.protocol.record_batch import build_batch, decode_records, scan_batches
 
 CONFIG = LogConfig(
     segment_bytes=1500, index_interval_bytes=100, segment_index_bytes=4096, retention_ms=-1

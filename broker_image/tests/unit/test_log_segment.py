@@ -6,7 +6,7 @@ from pathlib import Path
 
 from samsa.config.topic import LogConfig
 from samsa.log import LogSegment
-from samsa.protocol.records import BatchHeader, build_batch, decode_records, validate_batches
+from samsa.protocol.record_batch import BatchHeader, build_batch, decode_records, validate_batches
 
 
 def batch(base: int, n: int = 2, ts: int = 1000, size: int = 40) -> tuple[bytes, BatchHeader]:

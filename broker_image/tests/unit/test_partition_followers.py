@@ -13,7 +13,7 @@ from cleaner_support import Clock
 from samsa.config.topic import LogConfig
 from samsa.log import LogManager
 from samsa.metadata.model import PartitionState, TopicPartition
-from samsa.protocol.records import build_batch, scan_batches
+from samsa.protocol.record_batch import build_batch, scan_batches
 from samsa.replica.partition import Partition
 
 LAG_MS = 30_000

@@ -6,7 +6,7 @@ import socket
 
 import pytest
 
-from samsa.local.ports import _ephemeral_start, free_port
+from samsa.local_cluster.ports import _ephemeral_start, free_port
 
 
 def test_free_ports_are_bindable_and_below_the_ephemeral_range() -> None:

@@ -21,7 +21,7 @@ from samsa.log.producer_state import (
 )
 from samsa.log.producer_state_manager import ProducerStateManager
 from samsa.protocol.errors import ErrorCode, KafkaApiError
-from samsa.protocol.records import CONTROL_MASK, TRANSACTIONAL_MASK, BatchHeader
+from samsa.protocol.record_batch import CONTROL_MASK, TRANSACTIONAL_MASK, BatchHeader
 
 PID = 4000
 

@@ -5,16 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from samsa.protocol.record_filter import (
-    batch_body,
-    delete_horizon,
-    empty_batch,
-    first_keyless_record,
-    parse_records,
-    rebuild_batch,
-    record_keys,
-)
-from samsa.protocol.records import (
+from samsa.protocol.record_batch import (
     COMPRESSION_GZIP,
     COMPRESSION_LZ4,
     COMPRESSION_NONE,
@@ -26,6 +17,15 @@ from samsa.protocol.records import (
     decode_records,
     read_batch_header,
     set_log_append_time,
+)
+from samsa.protocol.record_filter import (
+    batch_body,
+    delete_horizon,
+    empty_batch,
+    first_keyless_record,
+    parse_records,
+    rebuild_batch,
+    record_keys,
 )
 
 CODECS = [COMPRESSION_NONE, COMPRESSION_GZIP, COMPRESSION_SNAPPY, COMPRESSION_LZ4, COMPRESSION_ZSTD]

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
-from samsa.protocol.records import (
+from samsa.protocol.record_batch import (
     BATCH_HEADER_SIZE,
     COMPRESSION_GZIP,
     COMPRESSION_LZ4,

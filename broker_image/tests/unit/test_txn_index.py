@@ -19,7 +19,7 @@ from samsa.log.txn_index import (
     encode_entries,
 )
 from samsa.protocol.control import build_end_txn_marker, read_end_txn_marker
-from samsa.protocol.records import build_batch, read_batch_header
+from samsa.protocol.record_batch import build_batch, read_batch_header
 
 CONFIG = LogConfig(segment_bytes=600, index_interval_bytes=100, retention_ms=-1)
 

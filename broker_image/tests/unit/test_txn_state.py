@@ -19,7 +19,7 @@ from samsa.log.producer_state import (
 from samsa.log.producer_state_manager import ProducerStateManager
 from samsa.log.txn_index import AbortedTxn
 from samsa.protocol.control import EndTxnMarker
-from samsa.protocol.records import CONTROL_MASK, TRANSACTIONAL_MASK, BatchHeader
+from samsa.protocol.record_batch import CONTROL_MASK, TRANSACTIONAL_MASK, BatchHeader
 
 TXN = TRANSACTIONAL_MASK
 MARKER = TRANSACTIONAL_MASK | CONTROL_MASK

@@ -11,7 +11,7 @@ from samsa.handlers.txn_verification import (
 )
 from samsa.metadata import TopicPartition
 from samsa.protocol.errors import ErrorCode as E
-from samsa.protocol.records import build_batch
+from samsa.protocol.record_batch import build_batch
 
 
 def test_not_added_is_invalid_txn_state_before_v11_and_transaction_abortable_after() -> None:

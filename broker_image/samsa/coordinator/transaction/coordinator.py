@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from samsa.coordinator.clock import AsyncioClock, Clock, TimerHandle
+from samsa.coordinator.timers import AsyncioClock, Clock, TimerHandle
 from samsa.coordinator.transaction.config import TransactionConfig
 from samsa.coordinator.transaction.markers import MarkerWriter, TxnMarkerEntry, write_txn_markers
 from samsa.coordinator.transaction.metadata import (

@@ -12,16 +12,16 @@ from collections.abc import AsyncIterable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from samsa.coordinator.group_records import RecordFormatError
+from samsa.coordinator.group_store import Record, storage_error_code
 from samsa.coordinator.offsets_topic import partition_for
-from samsa.coordinator.records import RecordFormatError
-from samsa.coordinator.store import Record, storage_error_code
 from samsa.coordinator.transaction.config import TransactionConfig
 from samsa.coordinator.transaction.metadata import (
     TransactionMetadata,
     TransactionState,
     TxnTransitMetadata,
 )
-from samsa.coordinator.transaction.records import (
+from samsa.coordinator.transaction.transaction_log import (
     TransactionLogValue,
     decode_key,
     decode_value,

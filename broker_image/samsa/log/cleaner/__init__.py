@@ -6,7 +6,11 @@ The crash-safe swap of cleaned segments lives beside the loader, in samsa.log.sw
 """
 
 from samsa.log.cleaner.cleaner import Cleaner, CleanerStats, LogCleaningAbortedError
-from samsa.log.cleaner.manager import CLEANER_OFFSET_CHECKPOINT, LogCleanerManager, LogToClean
+from samsa.log.cleaner.cleaner_manager import (
+    CLEANER_OFFSET_CHECKPOINT,
+    LogCleanerManager,
+    LogToClean,
+)
 from samsa.log.cleaner.offset_map import OffsetMap
 from samsa.log.cleaner.service import (
     CRASH_POINT_ENV,

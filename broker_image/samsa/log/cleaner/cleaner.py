@@ -38,14 +38,19 @@ from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from samsa.clock import wall_clock_ms
-from samsa.log.cleaner.manager import LogToClean, segments_overlapping
+from samsa.log.cleaner.cleaner_manager import LogToClean, segments_overlapping
 from samsa.log.cleaner.offset_map import OffsetMap
 from samsa.log.log import Log
 from samsa.log.segment import CLEANED_SUFFIX, LogSegment
 from samsa.log.swap import CrashHook, discard_cleaned, swap_in
 from samsa.log.txn_index import AbortedTxn
 from samsa.protocol.control import read_end_txn_marker
+from samsa.protocol.record_batch import (
+    BatchHeader,
+    CorruptRecordError,
+    batch_crc_ok,
+    read_batch_header,
+)
 from samsa.protocol.record_filter import (
     RecordSpan,
     batch_body,
@@ -55,7 +60,7 @@ from samsa.protocol.record_filter import (
     rebuild_batch,
     record_keys,
 )
-from samsa.protocol.records import BatchHeader, CorruptRecordError, batch_crc_ok, read_batch_header
+from samsa.wall_clock import wall_clock_ms
 
 log = logging.getLogger(__name__)
 

@@ -37,7 +37,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from samsa.clock import wall_clock_ms
 from samsa.log.cleaner.cleaner import (
     ActiveProducers,
     Cleaner,
@@ -47,12 +46,13 @@ from samsa.log.cleaner.cleaner import (
     Step,
     Steps,
 )
-from samsa.log.cleaner.manager import LogCleanerManager, LogToClean, StableOffset
+from samsa.log.cleaner.cleaner_manager import LogCleanerManager, LogToClean, StableOffset
 from samsa.log.cleaner.offset_map import OffsetMap
 from samsa.log.errors import out_of_space
-from samsa.log.manager import LogManager
+from samsa.log.log_manager import LogManager
 from samsa.log.swap import CrashHook
-from samsa.protocol.records import CorruptRecordError
+from samsa.protocol.record_batch import CorruptRecordError
+from samsa.wall_clock import wall_clock_ms
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,52 @@
+"""``python -m samsa_dev.kube.keeper FOLDER [--pods]``: the control plane's companion process:
+Nodes kept Ready, the local provisioner, and with ``--pods`` the node agent for every
+namespace (``samsa-dev k8s up``; the tests run their own agent per namespace instead)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+from pathlib import Path
+
+from samsa_dev.kube.api import Api
+from samsa_dev.kube.nodes import NodeKeeper
+from samsa_dev.kube.provisioner import Provisioner
+
+log = logging.getLogger("samsa_dev.kube.keeper")
+
+
+async def _forever(name: str, step: object) -> None:
+    """Run a loop; an API error is logged and the loop started again."""
+    assert callable(step)
+    while True:
+        try:
+            await step()
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("%s failed; starting it again", name)
+            await asyncio.sleep(1)
+
+
+async def main(folder: Path, pods: bool) -> None:
+    api = Api(folder / "kubeconfig", agent="samsa-node-keeper")
+    loops = [
+        _forever("nodes", NodeKeeper(api).run),
+        _forever("provisioner", Provisioner(api, folder / "volumes").run),
+    ]
+    if pods:
+        from samsa_dev.kube.agent import NodeAgent
+
+        agent = NodeAgent(api, folder / "pods", namespaces=None)
+        loops.append(_forever("agent", agent.run))
+    await asyncio.gather(*loops)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("folder", type=Path)
+    parser.add_argument("--pods", action="store_true")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    asyncio.run(main(args.folder, args.pods))

@@ -1,0 +1,103 @@
+"""A local volume provisioner: a claim of a StorageClass whose provisioner is
+``samsa.dev/local`` gets a PersistentVolume of its own, a hostPath directory under the
+control plane's folder, bound to it through ``claimRef`` (the PV controller then binds the
+claim). A claim of a class that waits for the first consumer is provisioned once the
+scheduler has picked its pod's node, as external provisioners do. A Released volume of the
+Delete policy goes, with its directory, as an external provisioner deletes what it made."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from pathlib import Path
+from typing import Any
+
+from samsa_dev.kube.api import Api
+
+PROVISIONER = "samsa.dev/local"
+DEFAULT_CLASS = "storageclass.kubernetes.io/is-default-class"
+PROVISIONED_BY = "pv.kubernetes.io/provisioned-by"
+SELECTED_NODE = "volume.kubernetes.io/selected-node"
+
+
+def class_to_provision(
+    claim: dict[str, Any], classes: dict[str, dict[str, Any]]
+) -> dict[str, Any] | None:
+    """The StorageClass to provision ``claim`` of now, or None.
+
+    A class with ``volumeBindingMode: WaitForFirstConsumer`` waits for the scheduler to name
+    the pod's node on the claim. Provisioned earlier, the claim can be seen by the scheduler
+    half bound (its volume named, its phase not yet Bound), which it takes for an unbound
+    immediate claim: the pod is marked unschedulable, and its retry hangs on an event that
+    can be missed (kubernetes#87145, #125762); a StatefulSet's pod then stayed Pending for
+    minutes. Once the node is named, the scheduler waits for the binding itself."""
+    meta, spec = claim["metadata"], claim["spec"]
+    klass = classes.get(spec.get("storageClassName") or "")
+    if klass is None or spec.get("volumeName") or meta.get("deletionTimestamp"):
+        return None
+    if (claim.get("status") or {}).get("phase") != "Pending":
+        return None
+    waits = klass.get("volumeBindingMode") == "WaitForFirstConsumer"
+    if waits and not (meta.get("annotations") or {}).get(SELECTED_NODE):
+        return None
+    return klass
+
+
+def volume_for(claim: dict[str, Any], klass: dict[str, Any], root: Path) -> dict[str, Any]:
+    meta, spec = claim["metadata"], claim["spec"]
+    name = f"pvc-{meta['uid']}"
+    size = spec.get("resources", {}).get("requests", {}).get("storage", "1Gi")
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": name, "annotations": {PROVISIONED_BY: PROVISIONER}},
+        "spec": {
+            "capacity": {"storage": size},
+            "accessModes": spec.get("accessModes", ["ReadWriteOnce"]),
+            "persistentVolumeReclaimPolicy": klass.get("reclaimPolicy", "Delete"),
+            "storageClassName": klass["metadata"]["name"],
+            "volumeMode": spec.get("volumeMode", "Filesystem"),
+            "hostPath": {"path": str(root / name), "type": "DirectoryOrCreate"},
+            "claimRef": {
+                "apiVersion": "v1",
+                "kind": "PersistentVolumeClaim",
+                "namespace": meta["namespace"],
+                "name": meta["name"],
+                "uid": meta["uid"],
+            },
+        },
+    }
+
+
+class Provisioner:
+    def __init__(self, api: Api, root: Path, every: float = 0.5) -> None:
+        self.api = api
+        self.root = root
+        self.every = every
+
+    async def step(self) -> None:
+        classes = {
+            c["metadata"]["name"]: c
+            for c in await self.api.list("/apis/storage.k8s.io/v1/storageclasses")
+            if c.get("provisioner") == PROVISIONER
+        }
+        if not classes:
+            return
+        for claim in await self.api.list("/api/v1/persistentvolumeclaims"):
+            klass = class_to_provision(claim, classes)
+            if klass is None:
+                continue
+            pv = volume_for(claim, klass, self.root)
+            (self.root / pv["metadata"]["name"]).mkdir(parents=True, exist_ok=True)
+            await self.api.ensure("/api/v1/persistentvolumes", pv)
+        for pv in await self.api.list("/api/v1/persistentvolumes"):
+            mine = (pv["metadata"].get("annotations") or {}).get(PROVISIONED_BY) == PROVISIONER
+            released = (pv.get("status") or {}).get("phase") in ("Released", "Failed")
+            if mine and released and pv["spec"].get("persistentVolumeReclaimPolicy") == "Delete":
+                shutil.rmtree(pv["spec"]["hostPath"]["path"], ignore_errors=True)
+                await self.api.delete(f"/api/v1/persistentvolumes/{pv['metadata']['name']}")
+
+    async def run(self) -> None:
+        while True:
+            await self.step()
+            await asyncio.sleep(self.every)

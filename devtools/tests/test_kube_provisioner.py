@@ -1,0 +1,35 @@
+"""Which claims the local provisioner gives a volume, and when."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from samsa_dev.kube.provisioner import SELECTED_NODE, class_to_provision
+
+WAITS = {"metadata": {"name": "local"}, "volumeBindingMode": "WaitForFirstConsumer"}
+AT_ONCE = {"metadata": {"name": "now"}, "volumeBindingMode": "Immediate"}
+CLASSES = {"local": WAITS, "now": AT_ONCE}
+
+
+def claim(klass: str, phase: str = "Pending", **meta: Any) -> dict[str, Any]:
+    spec = {"storageClassName": klass, **meta.pop("spec", {})}
+    return {"metadata": {"name": "data-0", **meta}, "spec": spec, "status": {"phase": phase}}
+
+
+def test_a_claim_that_waits_for_its_consumer_is_provisioned_on_its_node_once_scheduled() -> None:
+    assert class_to_provision(claim("local"), CLASSES) is None
+    scheduled = claim("local", annotations={SELECTED_NODE: "node-1"})
+    assert class_to_provision(scheduled, CLASSES) is WAITS
+
+
+def test_an_immediate_claim_is_provisioned_at_once() -> None:
+    assert class_to_provision(claim("now"), CLASSES) is AT_ONCE
+
+
+def test_claims_bound_going_or_of_other_classes_are_left_alone() -> None:
+    node = {SELECTED_NODE: "node-1"}
+    assert class_to_provision(claim("now", "Bound"), CLASSES) is None
+    assert class_to_provision(claim("now", spec={"volumeName": "pv-1"}), CLASSES) is None
+    going = claim("local", annotations=node, deletionTimestamp="2026-01-01T00:00:00Z")
+    assert class_to_provision(going, CLASSES) is None
+    assert class_to_provision(claim("standard", annotations=node), CLASSES) is None
