@@ -18,9 +18,9 @@ from confluent_kafka.admin import AdminClient, ConfigResource
 from kafka_support import consume, wait_until
 from typer.testing import CliRunner
 
-from samsa.cli.main import app
 from samsa.local_cluster.cluster import LocalCluster
 from samsa_dev import jars
+from samsa_dev.cli import dev_app
 from samsa_dev.connect import FILE_SINK, FILE_SOURCE, ConnectError, ConnectWorker
 
 # Workers start in 15-25 s on a loaded 2-core machine.
@@ -239,7 +239,7 @@ def test_a_worker_killed_and_started_again_resumes_from_its_committed_offsets(
 
 def test_samsa_dev_connect_refuses_a_malformed_override_in_one_line(tmp_path: Path) -> None:
     result = CliRunner().invoke(
-        app, ["dev", "connect", "--data-dir", str(tmp_path), "--override", "group.id"]
+        dev_app, ["connect", "--data-dir", str(tmp_path), "--override", "group.id"]
     )
     assert result.exit_code == 2
     assert result.output.strip().splitlines() == [
