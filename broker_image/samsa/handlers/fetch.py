@@ -34,11 +34,13 @@ MIN_VERSION, MAX_VERSION = 4, 18
 ZERO_UUID = uuid.UUID(int=0)
 
 
+# One partition of the answer, in the request's order: (topic name, topic id, partition,
+# the error it is answered with, or None for a partition read).
+Entry = tuple[str | None, uuid.UUID, int, int | None]
+
+
 def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     version = ctx.version
-    session_id = getattr(request, "session_id", 0)
-    epoch = getattr(request, "session_epoch", FINAL_EPOCH)
-    cache = services.cache
     replica_state = getattr(request, "replica_state", None)
     replica_id = (
         replica_state.replica_id
@@ -47,73 +49,19 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     )
     # Followers fetch with CLUSTER_ACTION on the cluster, consumers with READ on each topic.
     follower_allowed = replica_id < 0 or cluster_allowed(services, ctx, AclOperation.CLUSTER_ACTION)
-    session: FetchSession[FetchPartitionRequest] | None = None
-    incremental = False
-    sessions = services.fetch_sessions
-    if replica_id >= 0 and follower_allowed and sessions is not None and version >= 7:
-        try:
-            session, incremental = sessions.context(session_id, epoch, replica_id)
-        except FetchSessionError as exc:
-            return encode_fetch_response(
-                version, ctx.header.correlation_id, [], error_code=exc.code.value
-            )
-    elif session_id != 0 and epoch != FINAL_EPOCH:
+    try:
+        session, incremental = _session_context(
+            services, request, version, replica_id, follower_allowed
+        )
+    except FetchSessionError as exc:
         return encode_fetch_response(
-            version,
-            ctx.header.correlation_id,
-            [],
-            error_code=ErrorCode.fetch_session_id_not_found.value,
+            version, ctx.header.correlation_id, [], error_code=exc.code.value
         )
-    # Partitions keep the request's order; unknown ones are answered with an error.
-    order: list[tuple[str | None, uuid.UUID, int, int | None]] = []
-    reads: list[FetchPartitionRequest] = []
-    for topic in request.topics:
-        topic_id = getattr(topic, "topic_id", None) or ZERO_UUID
-        name = getattr(topic, "topic", None)
-        if name is None:
-            name = cache.topic_name(topic_id)
-        meta = cache.topic(name) if name is not None else None
-        denied = meta is not None and not (
-            follower_allowed
-            if replica_id >= 0
-            else topic_allowed(services, ctx, AclOperation.READ, meta.name)
-        )
-        for p in topic.partitions:
-            if denied:
-                order.append(
-                    (name, topic_id, p.partition, ErrorCode.topic_authorization_failed.value)
-                )
-                continue
-            if meta is None:
-                code = (
-                    ErrorCode.unknown_topic_id
-                    if version >= 13
-                    else ErrorCode.unknown_topic_or_partition
-                )
-                order.append((name, topic_id, p.partition, code.value))
-                continue
-            order.append((name, meta.topic_id, p.partition, None))
-            reads.append(
-                FetchPartitionRequest(
-                    TopicPartition(meta.name, p.partition),
-                    p.fetch_offset,
-                    p.partition_max_bytes,
-                    getattr(p, "current_leader_epoch", -1),
-                    getattr(p, "log_start_offset", -1),
-                )
-            )
+    order, reads = _requested(services, ctx, request, replica_id, follower_allowed)
     if session is not None:
-        # The session's partitions are what this fetch watches, the ones it names included;
-        # those it named with an error are answered with it and kept out of the session.
-        errors = [entry for entry in order if entry[3] is not None]
-        dropped = [TopicPartition(e[0], e[2]) for e in errors if e[0] is not None]
-        if incremental:
-            dropped += _forgotten(services, request)
-        named = {r.tp for r in reads}
-        session.update(((r.tp, r) for r in reads), dropped)
-        tps = list(session.fetches)
-        reads = _session_reads(services, session, named, replica_id)
-        order = _in_order(services, errors, reads)
+        order, reads, tps = _session_fetch(
+            services, request, session, incremental, order, reads, replica_id
+        )
     else:
         tps = [r.tp for r in reads]
     max_bytes = request.max_bytes
@@ -150,12 +98,102 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     )
 
 
+def _session_context(
+    services: BrokerServices, request: Any, version: int, replica_id: int, follower_allowed: bool
+) -> tuple[FetchSession[FetchPartitionRequest] | None, bool]:
+    """(the fetch session this fetch uses, whether it is incremental); sessions are kept for
+    followers allowed to fetch (v7+) only. FetchSessionError: the whole answer is that error,
+    as for a consumer naming a session (it has none)."""
+    session_id = getattr(request, "session_id", 0)
+    epoch = getattr(request, "session_epoch", FINAL_EPOCH)
+    sessions = services.fetch_sessions
+    if replica_id >= 0 and follower_allowed and sessions is not None and version >= 7:
+        return sessions.context(session_id, epoch, replica_id)
+    if session_id != 0 and epoch != FINAL_EPOCH:
+        raise FetchSessionError(ErrorCode.fetch_session_id_not_found)
+    return None, False
+
+
+def _requested(
+    services: BrokerServices,
+    ctx: RequestContext,
+    request: Any,
+    replica_id: int,
+    follower_allowed: bool,
+) -> tuple[list[Entry], list[FetchPartitionRequest]]:
+    """The partitions the request names, in its order, and the reads of those it may read;
+    the others (unknown, or not authorized) are answered with an error."""
+    cache = services.cache
+    order: list[Entry] = []
+    reads: list[FetchPartitionRequest] = []
+    for topic in request.topics:
+        topic_id = getattr(topic, "topic_id", None) or ZERO_UUID
+        name = getattr(topic, "topic", None)
+        if name is None:
+            name = cache.topic_name(topic_id)
+        meta = cache.topic(name) if name is not None else None
+        denied = meta is not None and not (
+            follower_allowed
+            if replica_id >= 0
+            else topic_allowed(services, ctx, AclOperation.READ, meta.name)
+        )
+        for p in topic.partitions:
+            if denied:
+                order.append(
+                    (name, topic_id, p.partition, ErrorCode.topic_authorization_failed.value)
+                )
+                continue
+            if meta is None:
+                code = (
+                    ErrorCode.unknown_topic_id
+                    if ctx.version >= 13
+                    else ErrorCode.unknown_topic_or_partition
+                )
+                order.append((name, topic_id, p.partition, code.value))
+                continue
+            order.append((name, meta.topic_id, p.partition, None))
+            reads.append(
+                FetchPartitionRequest(
+                    TopicPartition(meta.name, p.partition),
+                    p.fetch_offset,
+                    p.partition_max_bytes,
+                    getattr(p, "current_leader_epoch", -1),
+                    getattr(p, "log_start_offset", -1),
+                )
+            )
+    return order, reads
+
+
+def _session_fetch(
+    services: BrokerServices,
+    request: Any,
+    session: FetchSession[FetchPartitionRequest],
+    incremental: bool,
+    order: list[Entry],
+    reads: list[FetchPartitionRequest],
+    replica_id: int,
+) -> tuple[list[Entry], list[FetchPartitionRequest], list[TopicPartition]]:
+    """A session's fetch: the session updated with what this fetch names, then (the answer's
+    order, the reads, the partitions watched). The session's partitions are what this fetch
+    watches, the ones it names included; those it named with an error are answered with it
+    and kept out of the session."""
+    errors = [entry for entry in order if entry[3] is not None]
+    dropped = [TopicPartition(e[0], e[2]) for e in errors if e[0] is not None]
+    if incremental:
+        dropped += _forgotten(services, request)
+    named = {r.tp for r in reads}
+    session.update(((r.tp, r) for r in reads), dropped)
+    tps = list(session.fetches)
+    reads = _session_reads(services, session, named, replica_id)
+    return _in_order(services, errors, reads), reads, tps
+
+
 async def _long_poll(
     watched: asyncio.Future[float | None],
     tps: list[TopicPartition],
     services: BrokerServices,
     ctx: RequestContext,
-    order: list[tuple[str | None, uuid.UUID, int, int | None]],
+    order: list[Entry],
     reads: list[FetchPartitionRequest],
     max_bytes: int,
     isolation: int,
@@ -218,7 +256,7 @@ def _failed(responses: list[FetchPartitionResponse]) -> bool:
 def _encode(
     services: BrokerServices,
     ctx: RequestContext,
-    order: list[tuple[str | None, uuid.UUID, int, int | None]],
+    order: list[Entry],
     responses: list[FetchPartitionResponse],
     session: FetchSession[FetchPartitionRequest] | None = None,
     incremental: bool = False,
@@ -271,9 +309,9 @@ def _encode(
 
 def _in_order(
     services: BrokerServices,
-    errors: list[tuple[str | None, uuid.UUID, int, int | None]],
+    errors: list[Entry],
     reads: list[FetchPartitionRequest],
-) -> list[tuple[str | None, uuid.UUID, int, int | None]]:
+) -> list[Entry]:
     """A session fetch's answer order: the partitions named with an error, then those read."""
     return errors + [_entry(services, r.tp) for r in reads]
 

@@ -469,6 +469,3 @@ class Partition:
         self.appended.clear()
         self.high_watermark = min(self.high_watermark, self.log.log_end_offset)
         self.high_watermark = max(self.high_watermark, self.log.log_start_offset)
-
-    def in_sync_replicas_below(self, min_insync: int) -> bool:
-        return len(self.isr) < min_insync
