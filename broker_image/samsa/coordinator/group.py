@@ -136,16 +136,9 @@ class GroupMetadata:
     def all_member_metadata(self) -> list[MemberMetadata]:
         return list(self.members.values())
 
-    def all_static_members(self) -> list[str]:
-        return list(self.static_members)
-
     @property
     def num_awaiting(self) -> int:
         return self._num_awaiting_join
-
-    @property
-    def num_pending(self) -> int:
-        return len(self.pending_members)
 
     @property
     def rebalance_timeout_ms(self) -> int:
@@ -279,9 +272,6 @@ class GroupMetadata:
 
     def clear_pending_sync_members(self) -> None:
         self.pending_sync_members.clear()
-
-    def has_static_member(self, group_instance_id: str) -> bool:
-        return group_instance_id in self.static_members
 
     def current_static_member_id(self, group_instance_id: str) -> str | None:
         return self.static_members.get(group_instance_id)
@@ -537,16 +527,9 @@ class GroupMetadata:
             del self.offsets[tp]
         return result
 
-    def all_offsets(self) -> dict[TopicPartition, OffsetAndMetadata]:
-        return {tp: c.offset_and_metadata for tp, c in self.offsets.items()}
-
     def offset(self, tp: TopicPartition) -> OffsetAndMetadata | None:
         committed = self.offsets.get(tp)
         return None if committed is None else committed.offset_and_metadata
-
-    @property
-    def num_offsets(self) -> int:
-        return len(self.offsets)
 
     def has_offsets(self) -> bool:
         return (

@@ -149,9 +149,6 @@ class GroupMetadataManager:
     def partition_for(self, group_id: str) -> int:
         return partition_for(group_id, self.config.offsets_topic_num_partitions)
 
-    def is_partition_owned(self, partition: int) -> bool:
-        return partition in self.owned_partitions
-
     def is_group_local(self, group_id: str) -> bool:
         return self.partition_for(group_id) in self.owned_partitions
 

@@ -306,7 +306,3 @@ class TransactionStateManager:
         self.loading.pop(partition, None)
         entry = self.cache.pop(partition, None)
         return len(entry.metadata) if entry is not None else 0
-
-    def coordinator_epoch(self, partition: int) -> int | None:
-        entry = self.cache.get(partition)
-        return entry.coordinator_epoch if entry is not None else None
