@@ -29,7 +29,7 @@ from samsa.coordinator.results import (
     OffsetFetchResult,
     SyncResult,
 )
-from samsa.coordinator.timers import AsyncioClock, Clock, ManualClock, TimerHandle
+from samsa.coordinator.timers import AsyncioClock, Clock, TimerHandle
 
 __all__ = [
     "GROUP_METADATA_TOPIC_NAME",
@@ -48,7 +48,6 @@ __all__ = [
     "LeaveMemberResult",
     "LeaveResult",
     "ListGroupsResult",
-    "ManualClock",
     "MemberIdentity",
     "MemberSummary",
     "OffsetAndMetadata",
