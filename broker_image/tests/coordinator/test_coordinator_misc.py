@@ -12,8 +12,11 @@ from manual_clock import ManualClock
 from samsa.config.kafka import KafkaConfig
 from samsa.coordinator import AsyncioClock, GroupCoordinatorConfig
 from samsa.coordinator.consumer_protocol import SubscriptionFormatError, subscribed_topics
-from samsa.coordinator.group_metadata_manager import group_from_value
-from samsa.coordinator.group_records import GroupMetadataValue, MemberMetadataValue
+from samsa.coordinator.group_records import (
+    GroupMetadataValue,
+    MemberMetadataValue,
+    group_from_value,
+)
 from samsa.protocol.errors import ErrorCode
 
 
