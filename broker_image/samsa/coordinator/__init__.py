@@ -9,7 +9,6 @@ from samsa.coordinator.config import GROUP_METADATA_TOPIC_NAME, GroupCoordinator
 from samsa.coordinator.coordinator import GroupCoordinator
 from samsa.coordinator.group import GroupMetadata, GroupState
 from samsa.coordinator.group_store import GroupStore
-from samsa.coordinator.membership import JoinRequest
 from samsa.coordinator.offsets import OffsetAndMetadata
 from samsa.coordinator.offsets_topic import java_string_hashcode, partition_for
 from samsa.coordinator.producer_id_manager import ProducerIdManager
@@ -17,6 +16,7 @@ from samsa.coordinator.results import (
     GroupOverview,
     GroupSummary,
     JoinGroupMember,
+    JoinRequest,
     JoinResult,
     LeaveMemberResult,
     LeaveResult,

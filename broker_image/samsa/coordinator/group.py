@@ -103,7 +103,7 @@ class GroupMetadata:
         # KIP-134: a new member joined during the initial delay, so the delay may be extended.
         self.new_member_added = False
 
-        # Timers owned by GroupMembership, kept here so they die with the group.
+        # Timers owned by the Rebalancer, kept here so they die with the group.
         self.join_op: Any = None
         self.sync_timer: Any = None
         self.pending_member_timers: dict[str, Any] = {}
@@ -275,6 +275,21 @@ class GroupMetadata:
 
     def current_static_member_id(self, group_instance_id: str) -> str | None:
         return self.static_members.get(group_instance_id)
+
+    def validate_current_member(
+        self, member_id: str, group_instance_id: str | None
+    ) -> ErrorCode | None:
+        """A static member's instance id must map to this member id (else it is fenced);
+        any member must be known."""
+        if group_instance_id is not None:
+            current = self.current_static_member_id(group_instance_id)
+            if current is None:
+                return ErrorCode.unknown_member_id
+            if current != member_id:
+                return ErrorCode.fenced_instance_id
+        if not self.has(member_id):
+            return ErrorCode.unknown_member_id
+        return None
 
     def is_static_member_fenced(self, group_instance_id: str, member_id: str) -> bool:
         current = self.static_members.get(group_instance_id)
