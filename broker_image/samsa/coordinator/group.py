@@ -1,9 +1,9 @@
 """One classic consumer group (Kafka's GroupMetadata): its state machine, members and offsets.
 
-Pure bookkeeping: no I/O, no asyncio. The GroupCoordinator decides when to move the group
-between states; this class enforces that each move is one Kafka allows, keeps the counts that
-decide when a rebalance may complete, chooses the group's protocol, and holds committed and
-in-flight offsets.
+Pure bookkeeping: no I/O, no asyncio. The rebalance protocol (``rebalance`` and the request
+modules) decides when to move the group between states; this class enforces that each move is
+one Kafka allows, keeps the counts that decide when a rebalance may complete, chooses the
+group's protocol, and holds committed and in-flight offsets.
 
 States and the moves Kafka allows (target <- allowed previous states):
 

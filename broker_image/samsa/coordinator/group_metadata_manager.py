@@ -1,6 +1,7 @@
 """Groups and offsets of the __consumer_offsets partitions this broker leads (Kafka's
 GroupMetadataManager): the group cache, which partitions are owned or loading, replaying a
-partition into groups, and writing group metadata, offsets and tombstones through the store.
+partition into groups, and writing group metadata, offsets and tombstones through the
+``GroupStore``. The records themselves are built and read by ``group_records``.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""What the GroupCoordinator takes and returns: plain values a Kafka API handler maps 1:1."""
+"""What the GroupCoordinator takes and returns: plain values a Kafka API handler maps 1:1,
+and the JoinRequest it builds from a JoinGroup's fields for the rebalance protocol."""
 
 from __future__ import annotations
 
