@@ -6,7 +6,11 @@ becoming and ceasing to be the coordinator of a __consumer_offsets partition and
 expiry of offsets. A thin API handler awaits these: JoinGroup returns when the rebalance
 completes, SyncGroup when the leader's assignment is stored, OffsetCommit when the commit is
 durable. Group state only changes synchronously on the event loop, so there are no locks; only
-store writes await. The rebalance protocol itself lives in ``membership``.
+store writes await.
+
+This module finds the group and checks that this broker coordinates it; the classic rebalance
+protocol itself is ``join_group``, ``static_membership``, ``sync_group``, ``leave_group``,
+``heartbeats`` and ``rebalance``, and the groups' storage is ``group_metadata_manager``.
 """
 
 from __future__ import annotations
@@ -20,11 +24,14 @@ from samsa.coordinator.config import GroupCoordinatorConfig
 from samsa.coordinator.group import GroupMetadata, GroupState
 from samsa.coordinator.group_metadata_manager import GroupMetadataManager, ReplayRecords
 from samsa.coordinator.group_store import GroupStore
-from samsa.coordinator.membership import GroupMembership, JoinRequest
+from samsa.coordinator.join_group import handle_join
+from samsa.coordinator.leave_group import handle_leave
 from samsa.coordinator.offsets import OffsetAndMetadata
+from samsa.coordinator.rebalance import Rebalancer
 from samsa.coordinator.results import (
     UNKNOWN_MEMBER_ID,
     GroupSummary,
+    JoinRequest,
     JoinResult,
     LeaveMemberResult,
     LeaveResult,
@@ -35,6 +42,7 @@ from samsa.coordinator.results import (
     OffsetFetchResult,
     SyncResult,
 )
+from samsa.coordinator.sync_group import handle_sync
 from samsa.coordinator.timers import AsyncioClock, Clock, TimerHandle
 from samsa.metadata.model import TopicPartition
 from samsa.protocol.errors import ErrorCode
@@ -60,7 +68,7 @@ class GroupCoordinator:
         self.config = config
         self.clock: Clock = clock or AsyncioClock()
         self.manager = GroupMetadataManager(config, store, self.clock.now_ms)
-        self.membership = GroupMembership(config, self.manager, self.clock, self._spawn)
+        self.rebalancer = Rebalancer(config, self.manager, self.clock, self._spawn)
         self._partition_exists = partition_exists or (lambda _topic, _partition: True)
         self._active = False
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -109,12 +117,12 @@ class GroupCoordinator:
         COORDINATOR_LOAD_IN_PROGRESS. A replay error propagates and leaves it unowned."""
         loaded = await self.manager.load_partition(partition, records)
         for group in loaded or ():
-            self.membership.on_group_loaded(group)
+            self.rebalancer.on_group_loaded(group)
         log.info("loaded __consumer_offsets-%d: %d groups", partition, len(loaded or ()))
 
     def unload_partition(self, partition: int) -> None:
         """Stop coordinating a partition's groups (this broker became a follower)."""
-        n = self.manager.unload_partition(partition, self.membership.on_group_unloaded)
+        n = self.manager.unload_partition(partition, self.rebalancer.on_group_unloaded)
         log.info("unloaded __consumer_offsets-%d: %d groups", partition, n)
 
     # ================================================================== membership
@@ -153,7 +161,7 @@ class GroupCoordinator:
         if error is not None:
             return JoinResult.failed(member_id, error)
         future, respond = _waiter(JoinResult)
-        self.membership.handle_join(req, respond)
+        handle_join(self.rebalancer, req, respond)
         return await future
 
     async def sync_group(
@@ -178,7 +186,8 @@ class GroupCoordinator:
         if group is None:
             return SyncResult(ErrorCode.unknown_member_id)
         future, respond = _waiter(SyncResult)
-        self.membership.handle_sync(
+        handle_sync(
+            self.rebalancer,
             group,
             generation_id,
             member_id,
@@ -205,7 +214,9 @@ class GroupCoordinator:
         group = self.manager.get_group(group_id)
         if group is None:
             return ErrorCode.unknown_member_id
-        return self.membership.handle_heartbeat(group, generation_id, member_id, group_instance_id)
+        return self.rebalancer.heartbeats.handle_heartbeat(
+            group, generation_id, member_id, group_instance_id
+        )
 
     async def leave_group(self, group_id: str, members: Sequence[MemberIdentity]) -> LeaveResult:
         """LeaveGroup in its v3+ batch form (v0-v2: one MemberIdentity, the top-level error
@@ -222,7 +233,7 @@ class GroupCoordinator:
                     LeaveMemberResult(m.member_id, m.group_instance_id, unknown) for m in members
                 ),
             )
-        return self.membership.handle_leave(group, members)
+        return handle_leave(self.rebalancer, group, members)
 
     # ================================================================== OffsetCommit
 
@@ -287,7 +298,9 @@ class GroupCoordinator:
             return dict.fromkeys(offsets, ErrorCode.rebalance_in_progress)
         if group.state in (_S.STABLE, _S.PREPARING_REBALANCE):
             # Still allowed while preparing: the heartbeat is what tells members to rejoin.
-            self.membership.complete_and_schedule_next_heartbeat(group, group.get(member_id))
+            self.rebalancer.heartbeats.complete_and_schedule_next_heartbeat(
+                group, group.get(member_id)
+            )
         # Shielded: a client that disconnects must not leave the commit half applied.
         task = self._spawn(self.manager.store_offsets(group, offsets))
         return await asyncio.shield(task)
@@ -304,7 +317,7 @@ class GroupCoordinator:
         if generation_id < 0 and group.is_(_S.EMPTY):
             return None
         if generation_id >= 0 or member_id != UNKNOWN_MEMBER_ID or group_instance_id is not None:
-            error = self.membership.validate_current_member(group, member_id, group_instance_id)
+            error = group.validate_current_member(member_id, group_instance_id)
             if error is None and generation_id != group.generation_id:
                 error = ErrorCode.illegal_generation
             return error
@@ -356,9 +369,7 @@ class GroupCoordinator:
                     or member_id != UNKNOWN_MEMBER_ID
                     or group_instance_id is not None
                 ):
-                    error = self.membership.validate_current_member(
-                        group, member_id, group_instance_id
-                    )
+                    error = group.validate_current_member(member_id, group_instance_id)
                     if error is None and generation_id != group.generation_id:
                         error = ErrorCode.illegal_generation
             if error is not None or group is None:
@@ -461,7 +472,7 @@ class GroupCoordinator:
                 eligible, lambda g: g.remove_all_offsets()
             )
             for group in eligible:
-                self.membership.cancel_group_timers(group)
+                self.rebalancer.cancel_group_timers(group)
                 errors[group.group_id] = ErrorCode.none
             log.info("deleted groups %s (%d offsets)", [g.group_id for g in eligible], removed)
         return errors

@@ -1,9 +1,9 @@
 """One classic consumer group (Kafka's GroupMetadata): its state machine, members and offsets.
 
-Pure bookkeeping: no I/O, no asyncio. The GroupCoordinator decides when to move the group
-between states; this class enforces that each move is one Kafka allows, keeps the counts that
-decide when a rebalance may complete, chooses the group's protocol, and holds committed and
-in-flight offsets.
+Pure bookkeeping: no I/O, no asyncio. The rebalance protocol (``rebalance`` and the request
+modules) decides when to move the group between states; this class enforces that each move is
+one Kafka allows, keeps the counts that decide when a rebalance may complete, chooses the
+group's protocol, and holds committed and in-flight offsets.
 
 States and the moves Kafka allows (target <- allowed previous states):
 
@@ -103,7 +103,7 @@ class GroupMetadata:
         # KIP-134: a new member joined during the initial delay, so the delay may be extended.
         self.new_member_added = False
 
-        # Timers owned by GroupMembership, kept here so they die with the group.
+        # Timers owned by the Rebalancer, kept here so they die with the group.
         self.join_op: Any = None
         self.sync_timer: Any = None
         self.pending_member_timers: dict[str, Any] = {}
@@ -136,16 +136,9 @@ class GroupMetadata:
     def all_member_metadata(self) -> list[MemberMetadata]:
         return list(self.members.values())
 
-    def all_static_members(self) -> list[str]:
-        return list(self.static_members)
-
     @property
     def num_awaiting(self) -> int:
         return self._num_awaiting_join
-
-    @property
-    def num_pending(self) -> int:
-        return len(self.pending_members)
 
     @property
     def rebalance_timeout_ms(self) -> int:
@@ -280,11 +273,23 @@ class GroupMetadata:
     def clear_pending_sync_members(self) -> None:
         self.pending_sync_members.clear()
 
-    def has_static_member(self, group_instance_id: str) -> bool:
-        return group_instance_id in self.static_members
-
     def current_static_member_id(self, group_instance_id: str) -> str | None:
         return self.static_members.get(group_instance_id)
+
+    def validate_current_member(
+        self, member_id: str, group_instance_id: str | None
+    ) -> ErrorCode | None:
+        """A static member's instance id must map to this member id (else it is fenced);
+        any member must be known."""
+        if group_instance_id is not None:
+            current = self.current_static_member_id(group_instance_id)
+            if current is None:
+                return ErrorCode.unknown_member_id
+            if current != member_id:
+                return ErrorCode.fenced_instance_id
+        if not self.has(member_id):
+            return ErrorCode.unknown_member_id
+        return None
 
     def is_static_member_fenced(self, group_instance_id: str, member_id: str) -> bool:
         current = self.static_members.get(group_instance_id)
@@ -537,16 +542,9 @@ class GroupMetadata:
             del self.offsets[tp]
         return result
 
-    def all_offsets(self) -> dict[TopicPartition, OffsetAndMetadata]:
-        return {tp: c.offset_and_metadata for tp, c in self.offsets.items()}
-
     def offset(self, tp: TopicPartition) -> OffsetAndMetadata | None:
         committed = self.offsets.get(tp)
         return None if committed is None else committed.offset_and_metadata
-
-    @property
-    def num_offsets(self) -> int:
-        return len(self.offsets)
 
     def has_offsets(self) -> bool:
         return (

@@ -1,6 +1,7 @@
 """Groups and offsets of the __consumer_offsets partitions this broker leads (Kafka's
 GroupMetadataManager): the group cache, which partitions are owned or loading, replaying a
-partition into groups, and writing group metadata, offsets and tombstones through the store.
+partition into groups, and writing group metadata, offsets and tombstones through the
+``GroupStore``. The records themselves are built and read by ``group_records``.
 """
 
 from __future__ import annotations
@@ -14,19 +15,17 @@ from typing import Any, TypeVar
 from samsa.coordinator.config import GroupCoordinatorConfig
 from samsa.coordinator.group import GroupMetadata, GroupState
 from samsa.coordinator.group_records import (
-    GroupMetadataKey,
+    GroupMetadataRecord,
     GroupMetadataValue,
-    MemberMetadataValue,
-    OffsetCommitKey,
+    OffsetCommitRecord,
     RecordFormatError,
-    UnknownKey,
-    decode_group_metadata_value,
-    decode_key,
-    decode_offset_commit_value,
-    encode_group_metadata_key,
-    encode_group_metadata_value,
-    encode_offset_commit_key,
-    encode_offset_commit_value,
+    group_from_value,
+    group_metadata_record,
+    group_metadata_tombstone,
+    offset_commit_record,
+    offset_commit_tombstone,
+    read_record,
+    read_txn_offset_commit,
 )
 from samsa.coordinator.group_store import (
     GroupStore,
@@ -37,7 +36,6 @@ from samsa.coordinator.group_store import (
     offset_commit_error,
     storage_error_code,
 )
-from samsa.coordinator.member import MemberMetadata
 from samsa.coordinator.offsets import CommitRecordMetadataAndOffset, OffsetAndMetadata
 from samsa.coordinator.offsets_topic import partition_for, utf16_length
 from samsa.coordinator.results import OffsetFetchPartition
@@ -57,71 +55,6 @@ ReplayRecords = Iterable[Any] | AsyncIterable[Any]
 
 async def _done(value: T) -> T:
     return value
-
-
-def group_metadata_value(
-    group: GroupMetadata, assignment: Mapping[str, bytes]
-) -> GroupMetadataValue:
-    members = []
-    for m in group.all_member_metadata():
-        if group.protocol_name is None:
-            raise ValueError(f"non-empty group {group.group_id} has no protocol")
-        members.append(
-            MemberMetadataValue(
-                member_id=m.member_id,
-                group_instance_id=m.group_instance_id,
-                client_id=m.client_id,
-                client_host=m.client_host,
-                rebalance_timeout=m.rebalance_timeout_ms,
-                session_timeout=m.session_timeout_ms,
-                subscription=m.metadata(group.protocol_name),
-                assignment=assignment[m.member_id],
-            )
-        )
-    return GroupMetadataValue(
-        protocol_type=group.protocol_type or "",
-        generation=group.generation_id,
-        protocol=group.protocol_name,
-        leader=group.leader_id,
-        current_state_timestamp=(
-            -1 if group.current_state_timestamp is None else group.current_state_timestamp
-        ),
-        members=tuple(members),
-    )
-
-
-def group_from_value(
-    group_id: str, value: GroupMetadataValue, now_ms: Callable[[], int]
-) -> GroupMetadata:
-    """Kafka's ``GroupMetadata.loadGroup``: Stable with members, else Empty."""
-    state = GroupState.STABLE if value.members else GroupState.EMPTY
-    group = GroupMetadata(group_id, now_ms, state)
-    group.generation_id = value.generation
-    group.protocol_type = value.protocol_type or None
-    # A non-empty group always has a protocol; an unreadable record that says otherwise gets
-    # an empty name rather than a group that cannot be described.
-    group.protocol_name = "" if value.protocol is None and value.members else value.protocol
-    group.leader_id = value.leader
-    group.current_state_timestamp = (
-        None if value.current_state_timestamp == -1 else value.current_state_timestamp
-    )
-    for mv in value.members:
-        member = MemberMetadata(
-            member_id=mv.member_id,
-            group_instance_id=mv.group_instance_id,
-            client_id=mv.client_id,
-            client_host=mv.client_host,
-            rebalance_timeout_ms=(
-                mv.session_timeout if mv.rebalance_timeout == -1 else mv.rebalance_timeout
-            ),
-            session_timeout_ms=mv.session_timeout,
-            protocol_type=value.protocol_type,
-            supported_protocols=[(value.protocol or "", mv.subscription)],
-            assignment=mv.assignment,
-        )
-        group.add(member)
-    group.subscribed_topics = group.compute_subscribed_topics()
-    return group
 
 
 class GroupMetadataManager:
@@ -148,9 +81,6 @@ class GroupMetadataManager:
 
     def partition_for(self, group_id: str) -> int:
         return partition_for(group_id, self.config.offsets_topic_num_partitions)
-
-    def is_partition_owned(self, partition: int) -> bool:
-        return partition in self.owned_partitions
 
     def is_group_local(self, group_id: str) -> bool:
         return self.partition_for(group_id) in self.owned_partitions
@@ -193,15 +123,13 @@ class GroupMetadataManager:
         partition = self.partition_for(group.group_id)
         if partition not in self.owned_partitions:
             return _done(ErrorCode.not_coordinator)
-        key = encode_group_metadata_key(GroupMetadataKey(group.group_id))
-        value = encode_group_metadata_value(group_metadata_value(group, assignment))
-        return self._append_group(group, partition, key, value)
+        return self._append_group(group, partition, group_metadata_record(group, assignment))
 
     async def _append_group(
-        self, group: GroupMetadata, partition: int, key: bytes, value: bytes
+        self, group: GroupMetadata, partition: int, record: Record
     ) -> ErrorCode:
         try:
-            await self.store.append(partition, [(key, value)])
+            await self.store.append(partition, [record])
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -238,13 +166,7 @@ class GroupMetadataManager:
         partition = self.partition_for(group.group_id)
         if partition not in self.owned_partitions:
             return _done(dict.fromkeys(offsets, ErrorCode.not_coordinator))
-        records: list[Record] = [
-            (
-                encode_offset_commit_key(OffsetCommitKey(group.group_id, tp.topic, tp.partition)),
-                encode_offset_commit_value(o.to_value()),
-            )
-            for tp, o in valid.items()
-        ]
+        records = [offset_commit_record(group.group_id, tp, o) for tp, o in valid.items()]
         order = next(self._append_order)
         group.prepare_offset_commit(valid)
         return self._append_offsets(group, partition, records, offsets, valid, order)
@@ -294,13 +216,7 @@ class GroupMetadataManager:
         partition = self.partition_for(group.group_id)
         if partition not in self.owned_partitions:
             return _done(dict.fromkeys(offsets, ErrorCode.not_coordinator))
-        records: list[Record] = [
-            (
-                encode_offset_commit_key(OffsetCommitKey(group.group_id, tp.topic, tp.partition)),
-                encode_offset_commit_value(o.to_value()),
-            )
-            for tp, o in valid.items()
-        ]
+        records = [offset_commit_record(group.group_id, tp, o) for tp, o in valid.items()]
         order = next(self._append_order)
         group.prepare_txn_offset_commit(producer_id, valid)
         return self._append_txn_offsets(
@@ -376,23 +292,13 @@ class GroupMetadataManager:
             partition = self.partition_for(group.group_id)
             if partition not in self.owned_partitions:
                 continue
-            tombstones: list[Record] = [
-                (
-                    encode_offset_commit_key(
-                        OffsetCommitKey(group.group_id, tp.topic, tp.partition)
-                    ),
-                    None,
-                )
-                for tp in removed
-            ]
+            tombstones = [offset_commit_tombstone(group.group_id, tp) for tp in removed]
             cached = self.groups.get(group.group_id)
             if group.is_(GroupState.DEAD) and cached is not None and cached is group:
                 del self.groups[group.group_id]
                 # Generation 0 groups only ever stored offsets: there is no metadata to delete.
                 if group.generation_id > 0:
-                    tombstones.append(
-                        (encode_group_metadata_key(GroupMetadataKey(group.group_id)), None)
-                    )
+                    tombstones.append(group_metadata_tombstone(group.group_id))
             if tombstones:
                 writes.append((group, partition, tombstones, len(removed)))
         removed_total = 0
@@ -528,43 +434,46 @@ class GroupMetadataManager:
                             offsets[gtp] = c
             elif isinstance(item, TxnRecord):
                 try:
-                    k = decode_key(item.key)
-                    if isinstance(k, OffsetCommitKey) and item.value is not None:
-                        oam = OffsetAndMetadata.from_value(decode_offset_commit_value(item.value))
-                        pending_txn.setdefault(item.producer_id, {})[
-                            (k.group, TopicPartition(k.topic, k.partition))
-                        ] = CommitRecordMetadataAndOffset(next(self._append_order), oam)
+                    commit = read_txn_offset_commit(item.key, item.value)
                 except RecordFormatError as exc:
                     log.warning(
                         "__consumer_offsets-%d: skipping an unreadable record: %s", partition, exc
+                    )
+                    return
+                if commit is not None:
+                    group_id, tp, oam = commit
+                    pending_txn.setdefault(item.producer_id, {})[(group_id, tp)] = (
+                        CommitRecordMetadataAndOffset(next(self._append_order), oam)
                     )
             else:
                 apply(*item)
 
         def apply(key: bytes, value: bytes | None) -> None:
             try:
-                k = decode_key(key)
-                if isinstance(k, OffsetCommitKey):
-                    gtp = (k.group, TopicPartition(k.topic, k.partition))
-                    if value is None:
-                        offsets.pop(gtp, None)
-                    else:
-                        oam = OffsetAndMetadata.from_value(decode_offset_commit_value(value))
-                        offsets[gtp] = CommitRecordMetadataAndOffset(next(self._append_order), oam)
-                elif isinstance(k, GroupMetadataKey):
-                    if value is None:
-                        groups.pop(k.group, None)
-                    else:
-                        groups[k.group] = decode_group_metadata_value(value)
-                elif isinstance(k, UnknownKey):
-                    log.warning(
-                        "__consumer_offsets-%d: skipping a record with unknown key version %d",
-                        partition,
-                        k.version,
-                    )
+                record = read_record(key, value)
             except RecordFormatError as exc:
                 log.warning(
                     "__consumer_offsets-%d: skipping an unreadable record: %s", partition, exc
+                )
+                return
+            if isinstance(record, OffsetCommitRecord):
+                gtp = (record.group, record.tp)
+                if record.offset is None:
+                    offsets.pop(gtp, None)
+                else:
+                    offsets[gtp] = CommitRecordMetadataAndOffset(
+                        next(self._append_order), record.offset
+                    )
+            elif isinstance(record, GroupMetadataRecord):
+                if record.value is None:
+                    groups.pop(record.group, None)
+                else:
+                    groups[record.group] = record.value
+            else:
+                log.warning(
+                    "__consumer_offsets-%d: skipping a record with unknown key version %d",
+                    partition,
+                    record.version,
                 )
 
         if isinstance(records, AsyncIterable):

@@ -1,4 +1,5 @@
-"""The record formats of __consumer_offsets, byte-compatible with Apache Kafka.
+"""The records of __consumer_offsets, byte-compatible with Apache Kafka: their formats, and
+what a group and its offsets become on the log and come back from it.
 
 Keys start with an int16 that says what the record is (Kafka's "key version"): 0 and 1 are
 offset commits (``OffsetCommitKey``), 2 is group metadata (``GroupMetadataKey``). Values start
@@ -9,12 +10,24 @@ with their own int16 schema version. Layouts follow Kafka's ``OffsetCommitKey.js
 We write what Kafka 3.x writes: offset commit keys as version 1, group metadata keys as 2,
 ``OffsetCommitValue`` v3 (v1 when the commit carries an explicit expire timestamp) and
 ``GroupMetadataValue`` v3. Every version is read.
+
+The GroupMetadataManager writes and replays only through the record functions at the end
+(``offset_commit_record``, ``group_metadata_record``, their tombstones, ``read_record``): they
+turn a ``GroupMetadata`` and ``OffsetAndMetadata`` into (key, value) bytes and back, as Kafka's
+``GroupMetadataManager`` object does with its ``offsetCommitValue`` and ``readGroupMessageValue``.
 """
 
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+
+from samsa.coordinator.group import GroupMetadata, GroupState
+from samsa.coordinator.group_store import Record
+from samsa.coordinator.member import MemberMetadata
+from samsa.coordinator.offsets import OffsetAndMetadata
+from samsa.metadata.model import TopicPartition
 
 OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2
@@ -365,3 +378,154 @@ def decode_group_metadata_value(data: bytes | bytearray | memoryview) -> GroupMe
         current_state_timestamp=current_state_timestamp,
         members=tuple(members),
     )
+
+
+# ---------------------------------------------------------------- groups and offsets
+
+
+@dataclass(frozen=True)
+class OffsetCommitRecord:
+    """An offset commit read from the log; ``offset`` None is its tombstone."""
+
+    group: str
+    tp: TopicPartition
+    offset: OffsetAndMetadata | None
+
+
+@dataclass(frozen=True)
+class GroupMetadataRecord:
+    """A group's metadata read from the log; ``value`` None is its tombstone."""
+
+    group: str
+    value: GroupMetadataValue | None
+
+
+def offset_commit_value(offset: OffsetAndMetadata) -> OffsetCommitValue:
+    return OffsetCommitValue(
+        offset=offset.offset,
+        metadata=offset.metadata,
+        commit_timestamp=offset.commit_timestamp_ms,
+        leader_epoch=-1 if offset.leader_epoch is None else offset.leader_epoch,
+        expire_timestamp=-1 if offset.expire_timestamp_ms is None else offset.expire_timestamp_ms,
+    )
+
+
+def offset_and_metadata(value: OffsetCommitValue) -> OffsetAndMetadata:
+    return OffsetAndMetadata(
+        offset=value.offset,
+        leader_epoch=None if value.leader_epoch == -1 else value.leader_epoch,
+        metadata=value.metadata,
+        commit_timestamp_ms=value.commit_timestamp,
+        expire_timestamp_ms=None if value.expire_timestamp == -1 else value.expire_timestamp,
+    )
+
+
+def group_metadata_value(
+    group: GroupMetadata, assignment: Mapping[str, bytes]
+) -> GroupMetadataValue:
+    members = []
+    for m in group.all_member_metadata():
+        if group.protocol_name is None:
+            raise ValueError(f"non-empty group {group.group_id} has no protocol")
+        members.append(
+            MemberMetadataValue(
+                member_id=m.member_id,
+                group_instance_id=m.group_instance_id,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                rebalance_timeout=m.rebalance_timeout_ms,
+                session_timeout=m.session_timeout_ms,
+                subscription=m.metadata(group.protocol_name),
+                assignment=assignment[m.member_id],
+            )
+        )
+    return GroupMetadataValue(
+        protocol_type=group.protocol_type or "",
+        generation=group.generation_id,
+        protocol=group.protocol_name,
+        leader=group.leader_id,
+        current_state_timestamp=(
+            -1 if group.current_state_timestamp is None else group.current_state_timestamp
+        ),
+        members=tuple(members),
+    )
+
+
+def group_from_value(
+    group_id: str, value: GroupMetadataValue, now_ms: Callable[[], int]
+) -> GroupMetadata:
+    """Kafka's ``GroupMetadata.loadGroup``: Stable with members, else Empty."""
+    state = GroupState.STABLE if value.members else GroupState.EMPTY
+    group = GroupMetadata(group_id, now_ms, state)
+    group.generation_id = value.generation
+    group.protocol_type = value.protocol_type or None
+    # A non-empty group always has a protocol; an unreadable record that says otherwise gets
+    # an empty name rather than a group that cannot be described.
+    group.protocol_name = "" if value.protocol is None and value.members else value.protocol
+    group.leader_id = value.leader
+    group.current_state_timestamp = (
+        None if value.current_state_timestamp == -1 else value.current_state_timestamp
+    )
+    for mv in value.members:
+        member = MemberMetadata(
+            member_id=mv.member_id,
+            group_instance_id=mv.group_instance_id,
+            client_id=mv.client_id,
+            client_host=mv.client_host,
+            rebalance_timeout_ms=(
+                mv.session_timeout if mv.rebalance_timeout == -1 else mv.rebalance_timeout
+            ),
+            session_timeout_ms=mv.session_timeout,
+            protocol_type=value.protocol_type,
+            supported_protocols=[(value.protocol or "", mv.subscription)],
+            assignment=mv.assignment,
+        )
+        group.add(member)
+    group.subscribed_topics = group.compute_subscribed_topics()
+    return group
+
+
+def offset_commit_record(group_id: str, tp: TopicPartition, offset: OffsetAndMetadata) -> Record:
+    key = encode_offset_commit_key(OffsetCommitKey(group_id, tp.topic, tp.partition))
+    return key, encode_offset_commit_value(offset_commit_value(offset))
+
+
+def offset_commit_tombstone(group_id: str, tp: TopicPartition) -> Record:
+    return encode_offset_commit_key(OffsetCommitKey(group_id, tp.topic, tp.partition)), None
+
+
+def group_metadata_record(group: GroupMetadata, assignment: Mapping[str, bytes]) -> Record:
+    """The group's membership with each member's ``assignment``, as it is at the call."""
+    key = encode_group_metadata_key(GroupMetadataKey(group.group_id))
+    return key, encode_group_metadata_value(group_metadata_value(group, assignment))
+
+
+def group_metadata_tombstone(group_id: str) -> Record:
+    return encode_group_metadata_key(GroupMetadataKey(group_id)), None
+
+
+def read_record(
+    key: bytes, value: bytes | None
+) -> OffsetCommitRecord | GroupMetadataRecord | UnknownKey:
+    """One record replayed from the log; RecordFormatError if it cannot be read."""
+    k = decode_key(key)
+    if isinstance(k, OffsetCommitKey):
+        offset = None if value is None else offset_and_metadata(decode_offset_commit_value(value))
+        return OffsetCommitRecord(k.group, TopicPartition(k.topic, k.partition), offset)
+    if isinstance(k, GroupMetadataKey):
+        group = None if value is None else decode_group_metadata_value(value)
+        return GroupMetadataRecord(k.group, group)
+    return k
+
+
+def read_txn_offset_commit(
+    key: bytes, value: bytes | None
+) -> tuple[str, TopicPartition, OffsetAndMetadata] | None:
+    """The (group, partition, offset) of an offset commit in a transactional batch
+    (TxnOffsetCommit); None for any other record, which a transaction never holds and the
+    replay ignores."""
+    k = decode_key(key)
+    if not isinstance(k, OffsetCommitKey) or value is None:
+        return None
+    offset = offset_and_metadata(decode_offset_commit_value(value))
+    return k.group, TopicPartition(k.topic, k.partition), offset

@@ -1,4 +1,5 @@
-"""What the GroupCoordinator takes and returns: plain values a Kafka API handler maps 1:1."""
+"""What the GroupCoordinator takes and returns: plain values a Kafka API handler maps 1:1,
+and the JoinRequest it builds from a JoinGroup's fields for the rebalance protocol."""
 
 from __future__ import annotations
 
@@ -34,6 +35,30 @@ class JoinResult:
     @classmethod
     def failed(cls, member_id: str, error: ErrorCode) -> JoinResult:
         return cls(error=error, member_id=member_id)
+
+
+@dataclass(frozen=True)
+class JoinRequest:
+    """A JoinGroup as the coordinator needs it. ``require_known_member_id`` is Kafka's
+    ``version >= 4 and no group instance id`` (KIP-394); ``supports_skip_assignment`` is
+    ``version >= 9``; for JoinGroup v0 pass the session timeout as the rebalance timeout."""
+
+    group_id: str
+    member_id: str
+    client_id: str
+    client_host: str
+    rebalance_timeout_ms: int
+    session_timeout_ms: int
+    protocol_type: str
+    protocols: tuple[tuple[str, bytes], ...]
+    group_instance_id: str | None = None
+    require_known_member_id: bool = True
+    supports_skip_assignment: bool = True
+    reason: str = "not provided"
+
+    @property
+    def protocol_names(self) -> list[str]:
+        return [name for name, _ in self.protocols]
 
 
 @dataclass(frozen=True)

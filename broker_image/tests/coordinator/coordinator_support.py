@@ -10,11 +10,12 @@ from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from manual_clock import ManualClock
+
 from samsa.coordinator import (
     GroupCoordinator,
     GroupCoordinatorConfig,
     JoinResult,
-    ManualClock,
 )
 from samsa.coordinator.group_records import (
     GroupMetadataKey,

@@ -7,12 +7,16 @@ import time
 
 import pytest
 from coordinator_support import make_harness, subscription
+from manual_clock import ManualClock
 
 from samsa.config.kafka import KafkaConfig
-from samsa.coordinator import AsyncioClock, GroupCoordinatorConfig, ManualClock
+from samsa.coordinator import AsyncioClock, GroupCoordinatorConfig
 from samsa.coordinator.consumer_protocol import SubscriptionFormatError, subscribed_topics
-from samsa.coordinator.group_metadata_manager import group_from_value
-from samsa.coordinator.group_records import GroupMetadataValue, MemberMetadataValue
+from samsa.coordinator.group_records import (
+    GroupMetadataValue,
+    MemberMetadataValue,
+    group_from_value,
+)
 from samsa.protocol.errors import ErrorCode
 
 

@@ -13,12 +13,12 @@ from coordinator_support import (
     make_harness,
     range_assign,
 )
+from manual_clock import ManualClock
 
 from samsa.coordinator import (
     GroupCoordinator,
     GroupCoordinatorConfig,
     GroupState,
-    ManualClock,
     MemberIdentity,
     OffsetCommitPartition,
     OffsetFetchPartition,

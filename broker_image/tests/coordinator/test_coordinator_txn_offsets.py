@@ -7,11 +7,11 @@ from __future__ import annotations
 from typing import Any
 
 from coordinator_support import make_harness
+from manual_clock import ManualClock
 
 from samsa.coordinator import (
     GroupCoordinator,
     GroupCoordinatorConfig,
-    ManualClock,
     OffsetCommitPartition,
 )
 from samsa.coordinator.group_store import TxnMarker, TxnRecord

@@ -8,8 +8,8 @@ import asyncio
 from collections import defaultdict
 
 import pytest
+from manual_clock import ManualClock
 
-from samsa.coordinator import ManualClock
 from samsa.coordinator.transaction import (
     TransactionConfig,
     TransactionCoordinator,

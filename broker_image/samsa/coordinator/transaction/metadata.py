@@ -171,20 +171,6 @@ class TransactionMetadata:
             txn_last_update_timestamp_ms=update_ms,
         )
 
-    def prepare_no_transition(self) -> TxnTransitMetadata:
-        """The metadata as it is, to write again (a new transactional id's first record)."""
-        return TxnTransitMetadata(
-            self.producer_id,
-            self.last_producer_id,
-            self.producer_epoch,
-            self.last_producer_epoch,
-            self.txn_timeout_ms,
-            self.state,
-            frozenset(self.topic_partitions),
-            self.txn_start_timestamp_ms,
-            self.txn_last_update_timestamp_ms,
-        )
-
     def prepare_increment_producer_epoch(
         self, timeout_ms: int, expected_epoch: int | None, now_ms: int
     ) -> TxnTransitMetadata | ErrorCode:

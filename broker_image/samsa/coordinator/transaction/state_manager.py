@@ -21,14 +21,7 @@ from samsa.coordinator.transaction.metadata import (
     TransactionState,
     TxnTransitMetadata,
 )
-from samsa.coordinator.transaction.transaction_log import (
-    TransactionLogValue,
-    decode_key,
-    decode_value,
-    encode_key,
-    encode_value,
-)
-from samsa.metadata.model import TopicPartition
+from samsa.coordinator.transaction.transaction_log import read_record, transaction_record
 from samsa.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -56,41 +49,6 @@ class TxnCacheEntry:
 class CoordinatorEpochAndMetadata:
     coordinator_epoch: int
     metadata: TransactionMetadata
-
-
-def log_value(transit: TxnTransitMetadata) -> TransactionLogValue:
-    by_topic: dict[str, list[int]] = {}
-    for tp in transit.topic_partitions:
-        by_topic.setdefault(tp.topic, []).append(tp.partition)
-    partitions = (
-        None
-        if transit.txn_state is TransactionState.EMPTY
-        else tuple((t, tuple(sorted(ps))) for t, ps in sorted(by_topic.items()))
-    )
-    return TransactionLogValue(
-        producer_id=transit.producer_id,
-        producer_epoch=transit.producer_epoch,
-        transaction_timeout_ms=transit.txn_timeout_ms,
-        transaction_status=int(transit.txn_state),
-        partitions=partitions,
-        last_update_timestamp_ms=transit.txn_last_update_timestamp_ms,
-        start_timestamp_ms=transit.txn_start_timestamp_ms,
-    )
-
-
-def metadata_from_value(transactional_id: str, value: TransactionLogValue) -> TransactionMetadata:
-    partitions = {TopicPartition(t, p) for t, ps in value.partitions or () for p in ps}
-    return TransactionMetadata(
-        transactional_id,
-        producer_id=value.producer_id,
-        producer_epoch=value.producer_epoch,
-        txn_timeout_ms=value.transaction_timeout_ms,
-        state=TransactionState(value.transaction_status),
-        topic_partitions=partitions,
-        txn_start_timestamp_ms=value.start_timestamp_ms,
-        txn_last_update_timestamp_ms=value.last_update_timestamp_ms,
-        last_producer_id=value.previous_producer_id,
-    )
 
 
 def coordinator_error(code: ErrorCode) -> ErrorCode:
@@ -207,13 +165,10 @@ class TransactionStateManager:
             return state if isinstance(state, ErrorCode) else ErrorCode.not_coordinator
         if state.coordinator_epoch != coordinator_epoch:
             return ErrorCode.not_coordinator
-        key = encode_key(transactional_id)
-        value = (
-            None if transit.txn_state is TransactionState.DEAD else encode_value(log_value(transit))
-        )
+        record = transaction_record(transactional_id, transit)
         error = ErrorCode.none
         try:
-            await self.store.append(self.partition_for(transactional_id), [(key, value)])
+            await self.store.append(self.partition_for(transactional_id), [record])
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -260,18 +215,20 @@ class TransactionStateManager:
 
         def apply(key: bytes, value: bytes | None) -> None:
             try:
-                txn_id = decode_key(key)
-                if txn_id is None:
-                    log.warning("__transaction_state-%d: skipping an unknown key", partition)
-                    return
-                if value is None:
-                    loaded.pop(txn_id, None)
-                else:
-                    loaded[txn_id] = metadata_from_value(txn_id, decode_value(value))
+                record = read_record(key, value)
             except (RecordFormatError, ValueError) as exc:
                 log.warning(
                     "__transaction_state-%d: skipping an unreadable record: %s", partition, exc
                 )
+                return
+            if record is None:
+                log.warning("__transaction_state-%d: skipping an unknown key", partition)
+                return
+            txn_id, metadata = record
+            if metadata is None:
+                loaded.pop(txn_id, None)
+            else:
+                loaded[txn_id] = metadata
 
         try:
             if isinstance(records, AsyncIterable):
@@ -306,7 +263,3 @@ class TransactionStateManager:
         self.loading.pop(partition, None)
         entry = self.cache.pop(partition, None)
         return len(entry.metadata) if entry is not None else 0
-
-    def coordinator_epoch(self, partition: int) -> int | None:
-        entry = self.cache.get(partition)
-        return entry.coordinator_epoch if entry is not None else None

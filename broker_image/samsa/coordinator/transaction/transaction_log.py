@@ -1,9 +1,11 @@
-"""The record formats of __transaction_state, byte-compatible with Apache Kafka.
+"""The records of __transaction_state, byte-compatible with Apache Kafka: their formats, and
+what a transactional id's metadata becomes on the log and comes back from it.
 
 Kafka's ``TransactionLogKey.json`` (version 0: the transactional id) and
 ``TransactionLogValue.json`` (v0, and v1, its flexible form with tagged fields). We write what
 Kafka 3.x writes for clients without KIP-890's second part: key v0, value v0, the partitions
-null in state Empty. Both value versions are read.
+null in state Empty. Both value versions are read. The TransactionStateManager writes and
+replays only through ``transaction_record`` and ``read_record``.
 """
 
 from __future__ import annotations
@@ -11,6 +13,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from samsa.coordinator.group_records import RecordFormatError, _Reader, _Writer
+from samsa.coordinator.group_store import Record
+from samsa.coordinator.transaction.metadata import (
+    TransactionMetadata,
+    TransactionState,
+    TxnTransitMetadata,
+)
+from samsa.metadata.model import TopicPartition
 
 KEY_VERSION = 0
 VALUE_VERSION = 0
@@ -135,3 +144,58 @@ def decode_value(data: bytes | bytearray | memoryview) -> TransactionLogValue:
         next_id,
         client_version,
     )
+
+
+# ---------------------------------------------------------------- transactional ids
+
+
+def log_value(transit: TxnTransitMetadata) -> TransactionLogValue:
+    by_topic: dict[str, list[int]] = {}
+    for tp in transit.topic_partitions:
+        by_topic.setdefault(tp.topic, []).append(tp.partition)
+    partitions = (
+        None
+        if transit.txn_state is TransactionState.EMPTY
+        else tuple((t, tuple(sorted(ps))) for t, ps in sorted(by_topic.items()))
+    )
+    return TransactionLogValue(
+        producer_id=transit.producer_id,
+        producer_epoch=transit.producer_epoch,
+        transaction_timeout_ms=transit.txn_timeout_ms,
+        transaction_status=int(transit.txn_state),
+        partitions=partitions,
+        last_update_timestamp_ms=transit.txn_last_update_timestamp_ms,
+        start_timestamp_ms=transit.txn_start_timestamp_ms,
+    )
+
+
+def metadata_from_value(transactional_id: str, value: TransactionLogValue) -> TransactionMetadata:
+    partitions = {TopicPartition(t, p) for t, ps in value.partitions or () for p in ps}
+    return TransactionMetadata(
+        transactional_id,
+        producer_id=value.producer_id,
+        producer_epoch=value.producer_epoch,
+        txn_timeout_ms=value.transaction_timeout_ms,
+        state=TransactionState(value.transaction_status),
+        topic_partitions=partitions,
+        txn_start_timestamp_ms=value.start_timestamp_ms,
+        txn_last_update_timestamp_ms=value.last_update_timestamp_ms,
+        last_producer_id=value.previous_producer_id,
+    )
+
+
+def transaction_record(transactional_id: str, transit: TxnTransitMetadata) -> Record:
+    """The record of a prepared transition; Dead is the transactional id's tombstone."""
+    value = None if transit.txn_state is TransactionState.DEAD else encode_value(log_value(transit))
+    return encode_key(transactional_id), value
+
+
+def read_record(key: bytes, value: bytes | None) -> tuple[str, TransactionMetadata | None] | None:
+    """A replayed record: the transactional id and its metadata (None for a tombstone); None
+    for a key version this broker does not know. Raises ValueError if it cannot be read."""
+    txn_id = decode_key(key)
+    if txn_id is None:
+        return None
+    if value is None:
+        return txn_id, None
+    return txn_id, metadata_from_value(txn_id, decode_value(value))
