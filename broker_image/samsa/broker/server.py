@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from samsa import faults
 from samsa.broker.listeners import listener_plan
 from samsa.broker.metrics import BrokerMetrics
 from samsa.broker.properties import parse_listener
@@ -33,7 +34,7 @@ from samsa.handlers.context import BrokerServices
 from samsa.handlers.registry import default_apis
 from samsa.handlers.topic_admin import transaction_state_topic_configs
 from samsa.log import LogManager
-from samsa.log.cleaner import CleanerConfig, LogCleaner, crash_hook_from_env
+from samsa.log.cleaner import CleanerConfig, LogCleaner
 from samsa.log.errors import out_of_space
 from samsa.metadata import (
     BrokerInfo,
@@ -516,7 +517,7 @@ class KafkaServer:
             self.log_manager,
             CleanerConfig.from_properties(self.dynamic_config().values),
             last_stable=self._last_stable_offset,
-            crash_hook=crash_hook_from_env(),
+            crash_hook=faults.cleaner_crash_hook(),
         )
         if cleaner.config.enable:
             cleaner.start()
