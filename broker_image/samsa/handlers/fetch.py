@@ -38,7 +38,6 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     version = ctx.version
     session_id = getattr(request, "session_id", 0)
     epoch = getattr(request, "session_epoch", FINAL_EPOCH)
-    cache = services.cache
     replica_state = getattr(request, "replica_state", None)
     replica_id = (
         replica_state.replica_id
@@ -64,44 +63,7 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
             [],
             error_code=ErrorCode.fetch_session_id_not_found.value,
         )
-    # Partitions keep the request's order; unknown ones are answered with an error.
-    order: list[tuple[str | None, uuid.UUID, int, int | None]] = []
-    reads: list[FetchPartitionRequest] = []
-    for topic in request.topics:
-        topic_id = getattr(topic, "topic_id", None) or ZERO_UUID
-        name = getattr(topic, "topic", None)
-        if name is None:
-            name = cache.topic_name(topic_id)
-        meta = cache.topic(name) if name is not None else None
-        denied = meta is not None and not (
-            follower_allowed
-            if replica_id >= 0
-            else topic_allowed(services, ctx, AclOperation.READ, meta.name)
-        )
-        for p in topic.partitions:
-            if denied:
-                order.append(
-                    (name, topic_id, p.partition, ErrorCode.topic_authorization_failed.value)
-                )
-                continue
-            if meta is None:
-                code = (
-                    ErrorCode.unknown_topic_id
-                    if version >= 13
-                    else ErrorCode.unknown_topic_or_partition
-                )
-                order.append((name, topic_id, p.partition, code.value))
-                continue
-            order.append((name, meta.topic_id, p.partition, None))
-            reads.append(
-                FetchPartitionRequest(
-                    TopicPartition(meta.name, p.partition),
-                    p.fetch_offset,
-                    p.partition_max_bytes,
-                    getattr(p, "current_leader_epoch", -1),
-                    getattr(p, "log_start_offset", -1),
-                )
-            )
+    order, reads = _requested(services, ctx, request, replica_id, follower_allowed)
     if session is not None:
         # The session's partitions are what this fetch watches, the ones it names included;
         # those it named with an error are answered with it and kept out of the session.
@@ -148,6 +110,57 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
         session,
         incremental,
     )
+
+
+def _requested(
+    services: BrokerServices,
+    ctx: RequestContext,
+    request: Any,
+    replica_id: int,
+    follower_allowed: bool,
+) -> tuple[list[tuple[str | None, uuid.UUID, int, int | None]], list[FetchPartitionRequest]]:
+    """The partitions the request names, in its order, each with its error code (None: to be
+    read), and the reads of those without one; unknown or denied ones get their error."""
+    version = ctx.version
+    cache = services.cache
+    order: list[tuple[str | None, uuid.UUID, int, int | None]] = []
+    reads: list[FetchPartitionRequest] = []
+    for topic in request.topics:
+        topic_id = getattr(topic, "topic_id", None) or ZERO_UUID
+        name = getattr(topic, "topic", None)
+        if name is None:
+            name = cache.topic_name(topic_id)
+        meta = cache.topic(name) if name is not None else None
+        denied = meta is not None and not (
+            follower_allowed
+            if replica_id >= 0
+            else topic_allowed(services, ctx, AclOperation.READ, meta.name)
+        )
+        for p in topic.partitions:
+            if denied:
+                order.append(
+                    (name, topic_id, p.partition, ErrorCode.topic_authorization_failed.value)
+                )
+                continue
+            if meta is None:
+                code = (
+                    ErrorCode.unknown_topic_id
+                    if version >= 13
+                    else ErrorCode.unknown_topic_or_partition
+                )
+                order.append((name, topic_id, p.partition, code.value))
+                continue
+            order.append((name, meta.topic_id, p.partition, None))
+            reads.append(
+                FetchPartitionRequest(
+                    TopicPartition(meta.name, p.partition),
+                    p.fetch_offset,
+                    p.partition_max_bytes,
+                    getattr(p, "current_leader_epoch", -1),
+                    getattr(p, "log_start_offset", -1),
+                )
+            )
+    return order, reads
 
 
 async def _long_poll(
