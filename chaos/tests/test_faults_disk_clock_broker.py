@@ -17,7 +17,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from chaos.faults.clock import ClockStepKind
 from chaos.faults.disk import DiskFullKind
 from chaos.tests.fault_support import fake, small_tmpfs
-from samsa import wall_clock
+from samsa import faults, wall_clock
 from samsa.testing import InProcessBroker
 
 
@@ -64,7 +64,7 @@ def test_clock_step_moves_the_broker_clock_and_heal_puts_it_back(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     env = fake({0: tmp_path}, tmp_path / "clocks")
-    monkeypatch.setenv(wall_clock.ENV_VAR, str(env.clock_file(0)))
+    monkeypatch.setenv(faults.CLOCK_OFFSET_FILE_ENV, str(env.clock_file(0)))
     fault = ClockStepKind().inject(env, random.Random(5))
 
     def skew() -> float:

@@ -24,12 +24,18 @@ def build_config(
     props: dict[str, str] = {}
     if config_file is not None:
         props.update(load_properties(config_file))
-    props.update(parse_overrides(overrides))
+    overridden = parse_overrides(overrides)
+    props.update(overridden)
     if listen:
         try:
             parse_listener(listen)
         except ValueError as exc:
             raise ConfigError("--listen", str(exc)) from None
+        if "listeners" in props:
+            # One would silently replace the other (and advertised.listeners then names a
+            # listener that is not bound): the listeners are named one way.
+            where = "by --override" if "listeners" in overridden else f"in {config_file}"
+            raise ConfigError("--listen", f"listeners is also set ({where}); give one or the other")
         props["listeners"] = listen if "://" in listen else f"PLAINTEXT://{listen}"
     if http:
         props["http.listener"] = http
@@ -39,7 +45,10 @@ def build_config(
 def broker(
     data_dir: Annotated[Path, typer.Option("--data-dir", help="Where the logs live.")],
     listen: Annotated[
-        str | None, typer.Option("--listen", help="host:port for Kafka clients.")
+        str | None,
+        typer.Option(
+            "--listen", help="host:port for Kafka clients (instead of the listeners property)."
+        ),
     ] = None,
     config_file: Annotated[
         Path | None, typer.Option("--config", help="A server.properties file.")

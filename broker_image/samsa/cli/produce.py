@@ -5,6 +5,7 @@ from __future__ import annotations
 import enum
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, BinaryIO
 
@@ -125,8 +126,11 @@ def produce(
     """
     if key_separator == "":
         raise typer.BadParameter("must not be empty", param_hint="--key-separator")
-    headers = parse_headers(header)
-    sep = key_separator.encode() if key_separator is not None else None
+    shape = _RecordShape(
+        key_separator.encode() if key_separator is not None else None,
+        parse_headers(header),
+        partition,
+    )
     cluster = Cluster(bootstrap, properties)
     producer = cluster.producer(
         **{
@@ -135,6 +139,23 @@ def produce(
             "delivery.timeout.ms": DELIVERY_TIMEOUT_MS,
         }
     )
+    _check_topic(cluster, producer, topic, partition)
+    stream, own_stream = _open_input(file, quiet)
+    deliveries = _Deliveries()
+    sent, no_key, interrupted = _send_lines(producer, topic, stream, own_stream, shape, deliveries)
+    try:
+        producer.flush(DELIVERY_TIMEOUT_MS / 1000 + 5)
+    except KeyboardInterrupt:
+        interrupted = True
+    _report(topic, sent, no_key, deliveries, quiet, key_separator)
+    if interrupted:
+        raise typer.Exit(130)
+    if deliveries.failed or deliveries.delivered < sent:
+        raise typer.Exit(1)
+
+
+def _check_topic(cluster: Cluster, producer: Producer, topic: str, partition: int | None) -> None:
+    """The topic must exist (unless the client may create it) and have the partition asked for."""
     md = cluster.metadata(producer)
     auto_create = cluster.properties.get("allow.auto.create.topics", "").lower() == "true"
     if topic not in md.topics and not auto_create:
@@ -144,6 +165,9 @@ def produce(
         if partition >= count:
             fail(f"topic '{topic}' has no partition {partition} (it has {count})")
 
+
+def _open_input(file: Path | None, quiet: bool) -> tuple[BinaryIO, bool]:
+    """The lines' stream, and whether it is ours to close (a file, not stdin or `-`)."""
     stream: BinaryIO
     own_stream = file is not None and str(file) != "-"
     if not own_stream:
@@ -156,23 +180,50 @@ def produce(
             stream = file.open("rb")
         except OSError as exc:
             fail(f"cannot read {file}: {exc.strerror or exc}")
+    return stream, own_stream
 
-    deliveries = _Deliveries()
+
+@dataclass(frozen=True)
+class _RecordShape:
+    """How a line becomes a record: its key (the line split at the separator), its headers
+    and its partition."""
+
+    separator: bytes | None
+    headers: list[tuple[str, bytes]]
+    partition: int | None
+
+    def record(self, line: bytes) -> dict[str, object]:
+        """The producer's arguments for the line: without a key if the separator is not in it."""
+        send: dict[str, object] = {"value": line}
+        if self.separator is not None:
+            key, found, value = line.partition(self.separator)
+            if found:
+                send["key"], send["value"] = key, value
+        if self.headers:
+            send["headers"] = self.headers
+        if self.partition is not None:
+            send["partition"] = self.partition
+        return send
+
+
+def _send_lines(
+    producer: Producer,
+    topic: str,
+    stream: BinaryIO,
+    own_stream: bool,
+    shape: _RecordShape,
+    deliveries: _Deliveries,
+) -> tuple[int, int, bool]:
+    """Send each line as a record until the stream ends or Ctrl-C: how many were sent, how
+    many of them had no key, and whether it was interrupted."""
     sent = no_key = 0
     interrupted = False
     try:
         for line in _lines(stream):
-            send: dict[str, object] = {"value": line, "on_delivery": deliveries}
-            if sep is not None:
-                key, found, value = line.partition(sep)
-                if found:
-                    send["key"], send["value"] = key, value
-                else:
-                    no_key += 1
-            if headers:
-                send["headers"] = headers
-            if partition is not None:
-                send["partition"] = partition
+            send = shape.record(line)
+            if shape.separator is not None and "key" not in send:
+                no_key += 1
+            send["on_delivery"] = deliveries
             _send(producer, topic, send)
             sent += 1
     except KeyboardInterrupt:
@@ -180,15 +231,7 @@ def produce(
     finally:
         if own_stream:
             stream.close()
-    try:
-        producer.flush(DELIVERY_TIMEOUT_MS / 1000 + 5)
-    except KeyboardInterrupt:
-        interrupted = True
-    _report(topic, sent, no_key, deliveries, quiet, key_separator)
-    if interrupted:
-        raise typer.Exit(130)
-    if deliveries.failed or deliveries.delivered < sent:
-        raise typer.Exit(1)
+    return sent, no_key, interrupted
 
 
 def _report(

@@ -281,10 +281,6 @@ def build(cls: Any, values: Any) -> Any:
     return cls(**kwargs)
 
 
-def field_names(cls: type) -> frozenset[str]:
-    return frozenset(p.name for p in _plans(cls))
-
-
 def get(obj: Any, name: str, default: Any = None) -> Any:
     """A request field that only some versions have."""
     return getattr(obj, name, default)

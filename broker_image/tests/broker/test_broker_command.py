@@ -28,6 +28,11 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
         (["--override", "log.retention.ms=-7"], "log.retention.ms"),
         (["--override", "justakey"], "justakey"),
         (["--listen", "localhost"], "--listen"),
+        # Both name the listeners: one would silently drop the other's.
+        (
+            ["--listen", "127.0.0.1:0", "--override", "listeners=SASL_SSL://127.0.0.1:0"],
+            "--listen: listeners",
+        ),
     ],
 )
 def test_bad_settings_give_one_line_and_exit_2(
@@ -38,6 +43,27 @@ def test_bad_settings_give_one_line_and_exit_2(
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
     assert needle in lines[0]
+    assert "Traceback" not in result.stderr
+
+
+def test_listen_with_a_config_file_naming_listeners_gives_one_line_and_exit_2(
+    tmp_path: Path,
+) -> None:
+    props = tmp_path / "server.properties"
+    props.write_text("listeners=PLAINTEXT://127.0.0.1:0\n")
+    result = _run(
+        "broker",
+        "--data-dir",
+        str(tmp_path / "data"),
+        "--config",
+        str(props),
+        "--listen",
+        "127.0.0.1:0",
+    )
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "--listen" in lines[0] and "listeners" in lines[0] and str(props) in lines[0]
     assert "Traceback" not in result.stderr
 
 

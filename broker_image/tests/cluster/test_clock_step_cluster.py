@@ -23,7 +23,7 @@ from cluster_support import (
 )
 from confluent_kafka.admin import NewTopic
 
-from samsa import wall_clock
+from samsa import faults
 
 HOUR_MS = 3_600_000
 
@@ -33,7 +33,9 @@ def test_a_step_back_does_not_keep_a_stalled_follower_in_the_isr(
 ) -> None:
     offset_file = tmp_path / "clock-offset-ms"
     offset_file.write_text("0")
-    monkeypatch.setenv(wall_clock.ENV_VAR, str(offset_file))  # the broker processes inherit it
+    monkeypatch.setenv(
+        faults.CLOCK_OFFSET_FILE_ENV, str(offset_file)
+    )  # the broker processes inherit it
     # A long session: the paused follower must leave the ISR by its lag alone, not because
     # ZooKeeper expired it.
     cluster = start_cluster(3, min_insync_replicas=2, zookeeper_session_timeout_ms=30_000)

@@ -22,7 +22,7 @@ from kafka_support import (
     wait_until,
 )
 
-from samsa import wall_clock
+from samsa import faults, wall_clock
 from samsa.testing import InProcessBroker
 
 DAY_MS = 86_400_000
@@ -35,7 +35,7 @@ def clock_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path
     """The offset file the in-process broker's clock reads (the variable is process-wide)."""
     path = tmp_path / "clock-offset-ms"
     path.write_text("0")
-    monkeypatch.setenv(wall_clock.ENV_VAR, str(path))
+    monkeypatch.setenv(faults.CLOCK_OFFSET_FILE_ENV, str(path))
     yield path
     path.write_text("0")
 

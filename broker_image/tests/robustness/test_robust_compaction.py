@@ -25,7 +25,7 @@ from kafka_support import (
     wait_until,
 )
 
-from samsa.log.cleaner import CRASH_POINT_ENV
+from samsa.faults import CLEANER_CRASH_POINT_ENV
 from samsa.testing import InProcessBroker, free_port
 
 CLEANER = {"log.cleaner.backoff.ms": "100", "offsets.topic.num.partitions": "1"}
@@ -251,9 +251,9 @@ def test_kill_9_during_cleaning_loses_nothing(
     topic = "crash"
     try:
         # Only this start carries the crash point; the broker kills itself when it gets there.
-        monkeypatch.setenv(CRASH_POINT_ENV, point)
+        monkeypatch.setenv(CLEANER_CRASH_POINT_ENV, point)
         broker.start()
-        monkeypatch.delenv(CRASH_POINT_ENV)
+        monkeypatch.delenv(CLEANER_CRASH_POINT_ENV)
         bootstrap = broker.bootstrap_servers
         # Written uncompacted, then switched to compaction: the clean starts after the writes.
         create_topic(bootstrap, topic, config={"segment.bytes": str(SEGMENT)})

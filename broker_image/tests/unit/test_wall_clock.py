@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from kafka_support import wait_until
 
-from samsa import wall_clock
-from samsa.wall_clock import OffsetClock, read_offset_ms
+from samsa import faults, wall_clock
+from samsa.faults import OffsetClock, read_offset_ms
 
 DAY_MS = 86_400_000
 
@@ -49,7 +49,7 @@ def test_the_broker_clock_follows_the_environment(
 ) -> None:
     path = tmp_path / "offset"
     path.write_text(str(DAY_MS))
-    monkeypatch.setenv(wall_clock.ENV_VAR, str(path))
+    monkeypatch.setenv(faults.CLOCK_OFFSET_FILE_ENV, str(path))
     wait_until(
         lambda: wall_clock.wall_clock_ms() - time.time() * 1000 > DAY_MS - 60_000,
         5,
@@ -57,7 +57,7 @@ def test_the_broker_clock_follows_the_environment(
     )
     before = wall_clock.monotonic_ms()
     assert abs(before - time.monotonic() * 1000) < 60_000
-    monkeypatch.delenv(wall_clock.ENV_VAR)
+    monkeypatch.delenv(faults.CLOCK_OFFSET_FILE_ENV)
     wait_until(
         lambda: abs(wall_clock.wall_clock_ms() - time.time() * 1000) < 60_000,
         5,
@@ -75,13 +75,13 @@ def test_a_reread_begun_before_a_step_does_not_undo_it(
     os.mkfifo(fifo)
     stepped = tmp_path / "offset"
     stepped.write_text(str(DAY_MS))
-    monkeypatch.setenv(wall_clock.ENV_VAR, str(fifo))
+    monkeypatch.setenv(faults.CLOCK_OFFSET_FILE_ENV, str(fifo))
     c = OffsetClock(reread_s=0.2)
     slow = threading.Thread(target=lambda: c.offset_ms)
     slow.start()
     # The slow reader has the pipe open once a writer can open it without blocking.
     writer = wait_until(lambda: _open_writer(fifo), 5, what="the slow re-read to begin")
-    monkeypatch.setenv(wall_clock.ENV_VAR, str(stepped))
+    monkeypatch.setenv(faults.CLOCK_OFFSET_FILE_ENV, str(stepped))
     # The clock as another thread sees it, sampled for a second while the slow re-read is held
     # open: a fixed window to look through, not a wait for something to happen.
     seen = []

@@ -13,18 +13,13 @@ from samsa.log.cleaner.cleaner_manager import (
 )
 from samsa.log.cleaner.offset_map import OffsetMap
 from samsa.log.cleaner.service import (
-    CRASH_POINT_ENV,
-    CRASH_POINTS,
     CleanerConfig,
     LogCleaner,
-    crash_hook_from_env,
     drive_sync,
 )
 
 __all__ = [
     "CLEANER_OFFSET_CHECKPOINT",
-    "CRASH_POINTS",
-    "CRASH_POINT_ENV",
     "Cleaner",
     "CleanerConfig",
     "CleanerStats",
@@ -33,6 +28,5 @@ __all__ = [
     "LogCleaningAbortedError",
     "LogToClean",
     "OffsetMap",
-    "crash_hook_from_env",
     "drive_sync",
 ]

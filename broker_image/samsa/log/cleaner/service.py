@@ -17,8 +17,7 @@ baseline): loop lag is then every slice's length.
 After each log is cleaned its first dirty offset goes into `cleaner-offset-checkpoint`.
 When no log needs cleaning the cleaner sleeps log.cleaner.backoff.ms.
 
-A test may set SAMSA_TEST_CLEANER_CRASH_POINT to one of CRASH_POINTS: the broker then kills
-itself with SIGKILL the first time cleaning reaches that point.
+The crash hook the broker gives the cleaner is samsa.faults' (off unless a test sets it).
 """
 
 from __future__ import annotations
@@ -29,8 +28,6 @@ import contextlib
 import functools
 import logging
 import math
-import os
-import signal
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -55,27 +52,6 @@ from samsa.protocol.record_batch import CorruptRecordError
 from samsa.wall_clock import wall_clock_ms
 
 log = logging.getLogger(__name__)
-
-CRASH_POINT_ENV = "SAMSA_TEST_CLEANER_CRASH_POINT"
-# Where a test may have the broker kill itself: writing a .cleaned segment, after writing
-# it, after committing the swap (.swap), after deleting the first replaced segment, and
-# after the swap is complete.
-CRASH_POINTS = ("cleaning", "cleaned", "swap", "deleting", "swapped")
-
-
-def crash_hook_from_env() -> CrashHook | None:
-    point = os.environ.get(CRASH_POINT_ENV)
-    if not point:
-        return None
-    if point not in CRASH_POINTS:
-        raise ValueError(f"{CRASH_POINT_ENV}={point!r}: expected one of {', '.join(CRASH_POINTS)}")
-
-    def crash(at: str) -> None:
-        if at == point:
-            log.warning("%s=%s: killing the broker", CRASH_POINT_ENV, point)
-            os.kill(os.getpid(), signal.SIGKILL)
-
-    return crash
 
 
 @dataclass(frozen=True)
@@ -468,11 +444,8 @@ def drive_sync(steps: Steps) -> Any:
 
 
 __all__ = [
-    "CRASH_POINTS",
-    "CRASH_POINT_ENV",
     "CleanerConfig",
     "CleanerTotals",
     "LogCleaner",
-    "crash_hook_from_env",
     "drive_sync",
 ]
