@@ -58,9 +58,6 @@ class ControllerContext:
     def partitions_on(self, broker_id: int) -> list[TopicPartition]:
         return [tp for tp in self.partitions() if broker_id in self.replicas(tp)]
 
-    def partitions_led_by(self, broker_id: int) -> list[TopicPartition]:
-        return [tp for tp, s in self.states.items() if s.leader == broker_id]
-
     def partition_state(self, tp: TopicPartition) -> PartitionState | None:
         """The state in the form brokers receive it (LeaderAndIsr / UpdateMetadata)."""
         s = self.states.get(tp)
