@@ -17,7 +17,7 @@ from typing import Any
 
 from samsa.client import ConnectionPool
 from samsa.metadata.model import BrokerInfo, Endpoint, PartitionState, TopicPartition
-from samsa.metadata.zk_client import LEADER_DURING_DELETE
+from samsa.metadata.zk_data import LEADER_DURING_DELETE
 from samsa.protocol import controller_apis as apis
 
 log = logging.getLogger(__name__)

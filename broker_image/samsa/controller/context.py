@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from samsa.metadata.model import BrokerInfo, PartitionState, TopicPartition
-from samsa.metadata.zk_client import LeaderIsrAndEpoch, RegisteredBroker, TopicZnode
+from samsa.metadata.zk_data import LeaderIsrAndEpoch, RegisteredBroker, TopicZnode
 
 
 @dataclass

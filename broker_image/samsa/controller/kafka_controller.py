@@ -35,17 +35,16 @@ from samsa.controller.reassignment import ReassignmentManager
 from samsa.controller.replica_state_machine import IsrProposal, IsrResults, ReplicaStateMachine
 from samsa.controller.topic_deletion import TopicDeletionManager
 from samsa.metadata.model import TopicPartition
-from samsa.metadata.zk_client import (
+from samsa.metadata.zk_client import ControllerMovedError, KafkaZkClient
+from samsa.metadata.zk_data import (
     BROKER_IDS,
     CONTROLLER,
     DELETE_TOPICS,
     TOPICS,
-    ZOOKEEPER_LOST,
-    ControllerMovedError,
-    KafkaZkClient,
     RegisteredBroker,
     topic_path,
 )
+from samsa.metadata.zookeeper_client import ZOOKEEPER_LOST
 from samsa.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
