@@ -30,6 +30,8 @@ from samsa.protocol.control import build_end_txn_marker
 instrument_modules(
     "samsa.log.loader",
     "samsa.log.segment",
+    "samsa.log.segment_recovery",
+    "samsa.log.file_records",
     "samsa.log.index",
     "samsa.log.txn_index",
     "samsa.log.producer_snapshot",

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any
 from samsa.controller.standalone import StandaloneController
 
 if TYPE_CHECKING:
-    from samsa.controller.kafka_controller import KafkaController, NotController
+    from samsa.controller.event_manager import NotController
+    from samsa.controller.kafka_controller import KafkaController
 
 __all__ = ["KafkaController", "NotController", "StandaloneController"]
 
@@ -19,8 +20,12 @@ __all__ = ["KafkaController", "NotController", "StandaloneController"]
 def __getattr__(name: str) -> Any:
     # The ZooKeeper controller (kazoo, the inter-broker channel) loads when a cluster asks
     # for it: a standalone broker starts without it.
-    if name in ("KafkaController", "NotController"):
-        from samsa.controller import kafka_controller
+    if name == "KafkaController":
+        from samsa.controller.kafka_controller import KafkaController
 
-        return getattr(kafka_controller, name)
+        return KafkaController
+    if name == "NotController":
+        from samsa.controller.event_manager import NotController
+
+        return NotController
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

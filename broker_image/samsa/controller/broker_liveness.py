@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from samsa.client import BrokerConnection, ClientSecurity
-from samsa.metadata.zk_client import RegisteredBroker
+from samsa.metadata.zk_data import RegisteredBroker
 from samsa.protocol.messages import build, request_type
 
 log = logging.getLogger(__name__)

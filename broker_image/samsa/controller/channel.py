@@ -17,9 +17,8 @@ from typing import Any
 
 from samsa.client import ConnectionPool
 from samsa.metadata.model import BrokerInfo, Endpoint, PartitionState, TopicPartition
-from samsa.metadata.zk_client import LEADER_DURING_DELETE
+from samsa.metadata.zk_data import LEADER_DURING_DELETE
 from samsa.protocol import controller_apis as apis
-from samsa.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
@@ -288,12 +287,3 @@ def _stop_replica(
             for name, states in by_topic.items()
         ),
     )
-
-
-def leader_and_isr_errors(response: Any) -> list[tuple[uuid.UUID, int, ErrorCode]]:
-    return [
-        (t.topic_id, p.partition_index, p.error_code)
-        for t in response.topics
-        for p in t.partition_errors
-        if p.error_code != ErrorCode.none
-    ]

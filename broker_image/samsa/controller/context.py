@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from samsa.metadata.model import BrokerInfo, PartitionState, TopicPartition
-from samsa.metadata.zk_client import LeaderIsrAndEpoch, RegisteredBroker, TopicZnode
+from samsa.metadata.zk_data import LeaderIsrAndEpoch, RegisteredBroker, TopicZnode
 
 
 @dataclass
@@ -57,9 +57,6 @@ class ControllerContext:
 
     def partitions_on(self, broker_id: int) -> list[TopicPartition]:
         return [tp for tp in self.partitions() if broker_id in self.replicas(tp)]
-
-    def partitions_led_by(self, broker_id: int) -> list[TopicPartition]:
-        return [tp for tp, s in self.states.items() if s.leader == broker_id]
 
     def partition_state(self, tp: TopicPartition) -> PartitionState | None:
         """The state in the form brokers receive it (LeaderAndIsr / UpdateMetadata)."""

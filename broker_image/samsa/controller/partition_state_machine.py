@@ -16,14 +16,8 @@ from samsa.controller.channel import ControllerChannelManager, RequestBatch
 from samsa.controller.context import ControllerContext
 from samsa.controller.election import offline_partition_leader, preferred_leader
 from samsa.metadata.model import TopicPartition
-from samsa.metadata.zk_client import (
-    NO_LEADER,
-    ControllerMovedError,
-    KafkaZkClient,
-    LeaderIsrAndEpoch,
-    partition_state_path,
-    topic_path,
-)
+from samsa.metadata.zk_client import ControllerMovedError, KafkaZkClient
+from samsa.metadata.zk_data import NO_LEADER, LeaderIsrAndEpoch, partition_state_path, topic_path
 from samsa.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from samsa.controller.election import reassignment_leader
 from samsa.controller.partition_state_machine import PartitionStateMachine
 from samsa.metadata.model import TopicPartition
-from samsa.metadata.zk_client import KafkaZkClient, LeaderIsrAndEpoch, topic_json, topic_path
+from samsa.metadata.zk_client import KafkaZkClient
+from samsa.metadata.zk_data import LeaderIsrAndEpoch, topic_json, topic_path
 from samsa.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)

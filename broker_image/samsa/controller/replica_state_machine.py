@@ -15,7 +15,7 @@ from samsa.controller.channel import RequestBatch
 from samsa.controller.election import controlled_shutdown_leader
 from samsa.controller.partition_state_machine import Change, PartitionStateMachine
 from samsa.metadata.model import TopicPartition
-from samsa.metadata.zk_client import LeaderIsrAndEpoch
+from samsa.metadata.zk_data import LeaderIsrAndEpoch
 from samsa.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)

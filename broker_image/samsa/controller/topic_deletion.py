@@ -12,13 +12,8 @@ from collections.abc import Callable
 
 from samsa.controller.partition_state_machine import PartitionStateMachine
 from samsa.metadata.model import PartitionState, TopicPartition
-from samsa.metadata.zk_client import (
-    DELETE_TOPICS,
-    LEADER_DURING_DELETE,
-    KafkaZkClient,
-    TopicZnode,
-    topic_path,
-)
+from samsa.metadata.zk_client import KafkaZkClient
+from samsa.metadata.zk_data import DELETE_TOPICS, LEADER_DURING_DELETE, TopicZnode, topic_path
 
 log = logging.getLogger(__name__)
 

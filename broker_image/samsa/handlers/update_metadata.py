@@ -32,7 +32,7 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
             brokers.append(BrokerInfo(b.id, chosen.host, chosen.port, b.rack, endpoints))
     cache.update_brokers(brokers, request.controller_id)
     # UpdateMetadata comes from a ZooKeeper controller only: its client is loaded by then
-    from samsa.metadata.zk_client import LEADER_DURING_DELETE
+    from samsa.metadata.zk_data import LEADER_DURING_DELETE
 
     known = services.store.topics()
     for topic in request.topic_states:

@@ -10,7 +10,8 @@ from samsa.log.errors import (
 )
 from samsa.log.index import OffsetIndex, TimeIndex
 from samsa.log.info import FetchDataInfo, LogAppendInfo
-from samsa.log.log import Log, parse_partition_dir
+from samsa.log.local_log import parse_partition_dir
+from samsa.log.log import Log
 from samsa.log.log_manager import CLEAN_SHUTDOWN_FILE, LogManager
 from samsa.log.segment import LogSegment
 

@@ -64,10 +64,6 @@ class LeaderEpochCache:
     def latest_epoch(self) -> int | None:
         return self._entries[-1].epoch if self._entries else None
 
-    @property
-    def earliest_entry(self) -> EpochEntry | None:
-        return self._entries[0] if self._entries else None
-
     def assign(self, epoch: int, start_offset: int) -> bool:
         """Record that `epoch` starts at `start_offset`; returns whether anything changed.
 

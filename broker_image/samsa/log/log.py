@@ -4,6 +4,12 @@ Appends assign offsets by patching batch headers in a copy of the producer's byt
 write them with one write; reads return stored bytes of whole batches.  Called from one
 asyncio thread: every method is synchronous and nothing is locked.  fsync happens only
 in `flush`, which the broker schedules; the high watermark belongs to the replica layer.
+
+This module owns what changes a log: opening it, appends (with the producer state and the
+leader epochs they move), rolls, truncation, retention, the cleaner's segment swap, flushes
+and closing.  The segments and the reads over them are LocalLog's (samsa.log.local_log),
+the offsets an append assigns and the checks a follower's append passes are
+samsa.log.log_validator's, and which segments retention deletes is samsa.log.retention's.
 """
 
 from __future__ import annotations
@@ -11,80 +17,51 @@ from __future__ import annotations
 import bisect
 import logging
 import shutil
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from samsa.config.topic import LogConfig
 from samsa.log.checkpoint import LEADER_EPOCH_CHECKPOINT, fsync_dir
 from samsa.log.epoch import LeaderEpochCache
-from samsa.log.errors import (
-    OffsetOutOfRangeError,
-    OffsetsOutOfOrderError,
-    UnexpectedAppendOffsetError,
-    out_of_space,
-)
-from samsa.log.info import FetchDataInfo, LogAppendInfo
+from samsa.log.errors import OffsetOutOfRangeError, out_of_space
+from samsa.log.info import LogAppendInfo
 from samsa.log.loader import load_log
+from samsa.log.local_log import LocalLog, parse_partition_dir
+from samsa.log.log_validator import (
+    analyze_follower_batches,
+    assign_offsets,
+    leader_offsets,
+    markers_in,
+)
 from samsa.log.producer_state import AppendOrigin, BatchMetadata
-from samsa.log.producer_state_manager import ProducerStateManager
+from samsa.log.producer_state_manager import MarkerSource, ProducerStateManager, no_markers
+from samsa.log.retention import (
+    SegmentPredicate,
+    below_log_start,
+    deletable_prefix,
+    older_than,
+    over_retention_bytes,
+)
 from samsa.log.segment import LogSegment
 from samsa.log.swap import segment_run
-from samsa.log.txn_index import AbortedTxn, collect_aborted
-from samsa.protocol.control import EndTxnMarker, read_end_txn_marker
-from samsa.protocol.record_batch import (
-    BATCH_HEADER_SIZE,
-    BatchHeader,
-    CorruptRecordError,
-    batch_crc_ok,
-    read_batch_header,
-    scan_batches,
-    set_base_offset,
-    set_log_append_time,
-    set_partition_leader_epoch,
-    validate_batches,
-)
+from samsa.protocol.record_batch import BatchHeader, validate_batches
 from samsa.wall_clock import wall_clock_ms
-
-# Batches at least this large are written without copying them into one buffer.
-_VECTORED_MIN_BATCH = 4096
 
 log = logging.getLogger(__name__)
 
 AppendListener = Callable[[LogAppendInfo, Sequence[BatchHeader]], None]
 
 
-def _no_markers(i: int, h: BatchHeader) -> EndTxnMarker | None:
-    return None
-
-
-def _markers_in(
-    records: bytes | bytearray | memoryview,
-    headers: Sequence[BatchHeader],
-    positions: Sequence[int] | None = None,
-) -> Callable[[int, BatchHeader], EndTxnMarker | None]:
-    """The markers of the control batches among `headers`, read from `records`."""
-    if positions is None:
-        at, positions = 0, []
-        for h in headers:
-            positions.append(at)
-            at += h.size
-
-    def marker_of(i: int, h: BatchHeader) -> EndTxnMarker | None:
-        return read_end_txn_marker(records, positions[i], h)
-
-    return marker_of
-
-
-def parse_partition_dir(name: str) -> tuple[str, int]:
-    """`<topic>-<partition>` -> (topic, partition); topics may contain '-'."""
-    topic, sep, partition = name.rpartition("-")
-    if not sep or not topic or not partition.isdigit():
-        raise ValueError(f"{name!r} is not a <topic>-<partition> directory name")
-    return topic, int(partition)
-
-
-class Log:
+class Log(LocalLog):
     """The segments of one partition, its offsets, and its leader epoch cache."""
+
+    # LocalLog's state that the methods below change, typed for mypy, which (run on the
+    # source folders) sees samsa's own imports, and so this base class, as Any.
+    _segments: list[LogSegment]
+    _bases: list[int]
+    _next_offset: int
+    _log_start_offset: int
+    _recovery_point: int
 
     def __init__(
         self,
@@ -97,16 +74,10 @@ class Log:
         epoch_cache: LeaderEpochCache,
         now_ms: Callable[[], int],
     ) -> None:
-        self._dir = dir
-        self.topic, self.partition = parse_partition_dir(dir.name)
-        self._config = config
-        self._segments = segments
-        self._bases = [s.base_offset for s in segments]
-        self._next_offset = log_end_offset
-        self._log_start_offset = log_start_offset
-        self._recovery_point = recovery_point
+        super().__init__(
+            dir, config, segments, log_end_offset, log_start_offset, recovery_point, now_ms
+        )
         self.leader_epoch_cache = epoch_cache
-        self._now_ms = now_ms
         self.last_flush_ms = now_ms()
         self._dir_dirty = False
         # Idempotent producers: checked before leader appends, snapshotted with segments.
@@ -158,54 +129,9 @@ class Log:
         )
         return plog
 
-    # -- properties ------------------------------------------------------------------------
-
-    @property
-    def dir(self) -> Path:
-        return self._dir
-
-    @property
-    def config(self) -> LogConfig:
-        return self._config
-
-    @property
-    def log_start_offset(self) -> int:
-        return self._log_start_offset
-
-    @property
-    def log_end_offset(self) -> int:
-        """The offset the next appended record gets."""
-        return self._next_offset
-
-    @property
-    def recovery_point(self) -> int:
-        """Everything below this offset has been fsynced."""
-        return self._recovery_point
-
-    @property
-    def unflushed_messages(self) -> int:
-        return self._next_offset - self._recovery_point
-
-    @property
-    def segments(self) -> list[LogSegment]:
-        return list(self._segments)
-
-    @property
-    def active_segment(self) -> LogSegment:
-        return self._segments[-1]
-
-    @property
-    def size_in_bytes(self) -> int:
-        return sum(s.size for s in self._segments)
-
     @property
     def latest_epoch(self) -> int | None:
         return self.leader_epoch_cache.latest_epoch
-
-    def update_config(self, config: LogConfig) -> None:
-        self._config = config
-        for segment in self._segments:
-            segment.index_interval_bytes = config.index_interval_bytes
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         """OffsetForLeaderEpoch: (largest epoch <= requested, its end offset)."""
@@ -229,23 +155,16 @@ class Log:
         if headers is None:
             headers = validate_batches(records, config.max_message_bytes)
         first_offset = self._next_offset
-        count = 0
-        max_ts = -1
-        offset_of_max = -1
-        for h in headers:
-            count += h.last_offset_delta + 1
-            if h.max_timestamp > max_ts:
-                max_ts = h.max_timestamp
-                offset_of_max = first_offset + count - 1
+        count, max_ts, offset_of_max = leader_offsets(headers, first_offset)
         last_offset = first_offset + count - 1
         log_append_time = -1
         if config.message_timestamp_type == "LogAppendTime":
             log_append_time = max_ts = self._now_ms()
             offset_of_max = first_offset
         # Idempotent producers: refuse or recognise a retry before anything is written.
-        marker_of: Callable[[int, BatchHeader], EndTxnMarker | None] = _no_markers
+        marker_of: MarkerSource = no_markers
         if origin is AppendOrigin.COORDINATOR:
-            marker_of = _markers_in(records, headers)
+            marker_of = markers_in(records, headers)
         pending = self.producer_state.prepare_leader_append(
             headers, first_offset, log_append_time, origin, marker_of
         )
@@ -254,34 +173,7 @@ class Log:
         size = len(records)
         segment = self._maybe_roll(size, max_ts, last_offset, first_offset)
 
-        patched: list[BatchHeader] = []
-        offset = first_offset
-        pos = 0
-        out: bytearray | list[bytes | bytearray | memoryview]
-        if log_append_time < 0 and size >= _VECTORED_MIN_BATCH * len(headers):
-            # Large batches: patch copies of the headers and write the rest from the request.
-            view = memoryview(records)
-            out = []
-            for h in headers:
-                head = bytearray(view[pos : pos + BATCH_HEADER_SIZE])
-                set_base_offset(head, 0, offset)
-                set_partition_leader_epoch(head, 0, leader_epoch)
-                out.append(head)
-                out.append(view[pos + BATCH_HEADER_SIZE : pos + h.batch_length + 12])
-                patched.append(h._replace(base_offset=offset, partition_leader_epoch=leader_epoch))
-                offset += h.last_offset_delta + 1
-                pos += h.batch_length + 12
-        else:
-            # Small batches (or LogAppendTime, which rewrites the CRC): one copy, patched whole.
-            out = bytearray(records)
-            for h in headers:
-                set_base_offset(out, pos, offset)
-                set_partition_leader_epoch(out, pos, leader_epoch)
-                if log_append_time >= 0:
-                    set_log_append_time(out, pos, log_append_time)
-                patched.append(read_batch_header(out, pos))
-                offset += h.last_offset_delta + 1
-                pos += h.batch_length + 12
+        out, patched = assign_offsets(records, headers, first_offset, leader_epoch, log_append_time)
         segment.append(out, patched)
         self._next_offset = last_offset + 1
         self.producer_state.complete_append(pending, self._next_offset)
@@ -309,31 +201,9 @@ class Log:
         end offset on.
         """
         view = memoryview(records)
-        headers: list[BatchHeader] = []
-        positions: list[int] = []
-        expected = self._next_offset
-        valid = 0
-        max_ts, offset_of_max = -1, -1
-        for pos, h in scan_batches(view):
-            if h.magic != 2:
-                raise CorruptRecordError(f"unsupported record magic v{h.magic} at byte {pos}")
-            if not batch_crc_ok(view, pos, h):
-                raise CorruptRecordError(f"record batch at byte {pos} fails its CRC check")
-            if h.last_offset_delta < 0 or (headers and h.base_offset < expected):
-                raise OffsetsOutOfOrderError(
-                    f"batch at offset {h.base_offset} follows offset {expected - 1}"
-                )
-            if not headers and h.base_offset < self._next_offset:
-                raise UnexpectedAppendOffsetError(
-                    f"first offset {h.base_offset} is below the log end offset "
-                    f"{self._next_offset} of {self.topic}-{self.partition}"
-                )
-            if h.max_timestamp > max_ts:
-                max_ts, offset_of_max = h.max_timestamp, h.last_offset
-            headers.append(h)
-            positions.append(pos)
-            expected = h.next_offset
-            valid = pos + h.size
+        found = analyze_follower_batches(view, self._next_offset, self.topic, self.partition)
+        headers, valid = found.headers, found.valid
+        max_ts, offset_of_max = found.max_timestamp, found.offset_of_max_timestamp
         if not headers:
             return LogAppendInfo(-1, -1, -1, -1, -1, self._log_start_offset, 0, 0)
         first_offset = headers[0].base_offset
@@ -342,7 +212,7 @@ class Log:
         segment.append(view[:valid], headers)
         self._next_offset = last_offset + 1
         self.producer_state.append_replicated(
-            headers, self._next_offset, _markers_in(view, headers, positions)
+            headers, self._next_offset, markers_in(view, headers, found.positions)
         )
         for h in headers:
             if h.partition_leader_epoch >= 0:
@@ -441,79 +311,6 @@ class Log:
         log.debug("rolled %s-%d at offset %d", self.topic, self.partition, new_base)
         return segment
 
-    # -- read ------------------------------------------------------------------------------
-
-    def read(
-        self,
-        fetch_offset: int,
-        max_bytes: int,
-        max_offset: int | None = None,
-        min_one_message: bool = True,
-        zero_copy: bool = False,
-    ) -> FetchDataInfo:
-        """Stored bytes of whole batches from the one holding `fetch_offset`.
-
-        At most max_bytes (but the first batch whole if min_one_message), only batches
-        that end below max_offset, all from one segment.
-        """
-        if fetch_offset < self._log_start_offset or fetch_offset > self._next_offset:
-            raise OffsetOutOfRangeError(
-                f"offset {fetch_offset} is outside [{self._log_start_offset}, "
-                f"{self._next_offset}] of {self.topic}-{self.partition}"
-            )
-        end = self._next_offset if max_offset is None else min(max_offset, self._next_offset)
-        if fetch_offset >= end:
-            return FetchDataInfo(fetch_offset, b"")
-        segments = self._segments
-        bases = self._bases
-        i = bisect.bisect_right(bases, fetch_offset) - 1
-        while 0 <= i < len(segments):
-            upper = bases[i + 1] if i + 1 < len(bases) else self._next_offset
-            if bases[i] >= end:
-                break
-            bound = max_offset if max_offset is not None and max_offset < upper else None
-            info = segments[i].read(fetch_offset, max_bytes, bound, min_one_message, zero_copy)
-            if info is not None:
-                if info.records and info.next_offset <= info.first_batch_offset:
-                    # A segment loaded at start-up and read to its end does not know its own
-                    # next offset: the next segment starts there.
-                    info.next_offset = upper if bound is None else min(upper, bound)
-                return info
-            i += 1
-        return FetchDataInfo(fetch_offset, b"")
-
-    def batch_headers(self, start: int, end: int | None = None) -> Iterator[BatchHeader]:
-        """Headers of the batches holding offsets in [start, end) (default: to the log end),
-        read from the segments without their records."""
-        stop = self._next_offset if end is None else end
-        first = max(bisect.bisect_right(self._bases, start) - 1, 0)
-        for segment in self._segments[first:]:
-            if segment.base_offset >= stop:
-                return
-            for h in segment.batch_headers(start):
-                if h.base_offset >= stop:
-                    return
-                yield h
-
-    def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
-        """(offset, timestamp) of the first record with a timestamp >= `timestamp_ms`."""
-        for segment in self._segments:
-            if segment.max_timestamp_so_far >= timestamp_ms:
-                found = segment.find_offset_by_timestamp(timestamp_ms, self._log_start_offset)
-                if found is not None:
-                    return found
-        return None
-
-    def latest_timestamp_offset(self) -> tuple[int, int] | None:
-        """(offset, timestamp) of the first record carrying the log's largest timestamp."""
-        best: LogSegment | None = None
-        for segment in self._segments:
-            if best is None or segment.max_timestamp_so_far > best.max_timestamp_so_far:
-                best = segment
-        if best is None or best.max_timestamp_so_far < 0:
-            return None
-        return best.find_max_timestamp_record()
-
     # -- transactions ----------------------------------------------------------------------
 
     def last_stable_offset(self, high_watermark: int) -> int:
@@ -524,44 +321,6 @@ class Log:
         if lso < self._log_start_offset:
             return min(self._log_start_offset, high_watermark)
         return lso
-
-    def collect_aborted_txns(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
-        """The aborted transactions overlapping [fetch_offset, upper_bound): their markers
-        are at or after fetch_offset, so the search starts at its segment."""
-        found: list[AbortedTxn] = []
-        first = max(bisect.bisect_right(self._bases, fetch_offset) - 1, 0)
-        for segment in self._segments[first:]:
-            if collect_aborted(segment.txn_index.entries, fetch_offset, upper_bound, found):
-                break
-        return found
-
-    def append_aborted(self, txn: AbortedTxn) -> None:
-        """The producer state closed an aborted transaction: index it in the segment that
-        holds its marker."""
-        i = max(bisect.bisect_right(self._bases, txn.last_offset) - 1, 0)
-        self._segments[i].txn_index.append(txn)
-
-    def truncate_aborted(self, offset: int) -> None:
-        """Forget the aborted transactions whose markers are at or above `offset` (the
-        producer state replays them from there)."""
-        first = max(bisect.bisect_right(self._bases, offset) - 1, 0)
-        for segment in self._segments[first:]:
-            segment.txn_index.truncate_to(offset)
-
-    def _stored_marker(self, i: int, h: BatchHeader) -> EndTxnMarker | None:
-        """The marker of a stored control batch, read from its segment (replays only)."""
-        j = bisect.bisect_right(self._bases, h.base_offset) - 1
-        if j < 0:
-            return None
-        segment = self._segments[j]
-        found = segment.translate_offset(h.base_offset)
-        if found is None or found[1].base_offset != h.base_offset:
-            return None
-        try:
-            return read_end_txn_marker(segment.read_batch(found[0], found[1]), 0, found[1])
-        except CorruptRecordError as exc:
-            log.warning("%s-%d: unreadable transaction marker: %s", self.topic, self.partition, exc)
-            return None
 
     # -- truncation and retention ----------------------------------------------------------
 
@@ -633,57 +392,26 @@ class Log:
         """
         hw = self._next_offset if high_watermark is None else min(high_watermark, self._next_offset)
         deleted = self._delete_where(
-            lambda segment, following: (
-                following is not None and following.base_offset <= self._log_start_offset
-            ),
-            hw,
-            "below the log start offset",
+            below_log_start(self._log_start_offset), hw, "below the log start offset"
         )
         config = self._config
         if config.delete:
             if config.retention_bytes >= 0:
-                excess = self.size_in_bytes - config.retention_bytes
-
-                def over_size(segment: LogSegment, following: LogSegment | None) -> bool:
-                    nonlocal excess
-                    if excess - segment.size >= 0:
-                        excess -= segment.size
-                        return True
-                    return False
-
-                if excess > 0:
+                over_size = over_retention_bytes(self.size_in_bytes, config.retention_bytes)
+                if over_size is not None:
                     deleted += self._delete_where(over_size, hw, "retention.bytes")
             if config.retention_ms >= 0:
                 now = self._now_ms()
                 deleted += self._delete_where(
-                    lambda segment, following: (
-                        now - segment.largest_timestamp > config.retention_ms
-                    ),
-                    hw,
-                    "retention.ms",
+                    older_than(now, config.retention_ms), hw, "retention.ms"
                 )
         return deleted
 
-    def _delete_where(
-        self,
-        predicate: Callable[[LogSegment, LogSegment | None], bool],
-        high_watermark: int,
-        reason: str,
-    ) -> int:
-        deletable: list[LogSegment] = []
-        segments = self._segments
-        for i, segment in enumerate(segments):
-            following = segments[i + 1] if i + 1 < len(segments) else None
-            upper = following.base_offset if following is not None else self._next_offset
-            if following is None and segment.size == 0:
-                break
-            if high_watermark >= upper and predicate(segment, following):
-                deletable.append(segment)
-            else:
-                break
+    def _delete_where(self, predicate: SegmentPredicate, high_watermark: int, reason: str) -> int:
+        deletable = deletable_prefix(self._segments, self._next_offset, high_watermark, predicate)
         if not deletable:
             return 0
-        if len(deletable) == len(segments):
+        if len(deletable) == len(self._segments):
             # A log always keeps one segment: roll an empty one to stand in.
             self.roll()
         for segment in deletable:

@@ -83,7 +83,7 @@ PendingUpdates = Pending | Continuation
 MarkerSource = Callable[[int, BatchHeader], EndTxnMarker | None]
 
 
-def _no_markers(i: int, h: BatchHeader) -> EndTxnMarker | None:
+def no_markers(i: int, h: BatchHeader) -> EndTxnMarker | None:
     return None
 
 
@@ -146,7 +146,7 @@ class ProducerStateManager:
         first_offset: int,
         log_append_time: int,
         origin: AppendOrigin = AppendOrigin.CLIENT,
-        marker_of: MarkerSource = _no_markers,
+        marker_of: MarkerSource = no_markers,
     ) -> PendingUpdates | BatchMetadata | None:
         """Check a leader append whose batches will get offsets from `first_offset` on.
 
@@ -295,7 +295,7 @@ class ProducerStateManager:
         self,
         headers: Iterable[BatchHeader],
         next_offset: int,
-        marker_of: MarkerSource = _no_markers,
+        marker_of: MarkerSource = no_markers,
     ) -> None:
         """Batches appended with the offsets they carry (a follower, or recovery): no checks
         beyond a warning for an epoch going backwards.  `marker_of` reads the marker of a
@@ -434,7 +434,7 @@ class ProducerStateManager:
         log_end: int,
         recovery_point: int,
         headers: HeaderSource,
-        marker_of: MarkerSource = _no_markers,
+        marker_of: MarkerSource = no_markers,
     ) -> None:
         """Start-up: the latest readable snapshot at or below the recovery point, then the
         log's batches from there to the log end."""
@@ -448,7 +448,7 @@ class ProducerStateManager:
         offset: int,
         log_start: int,
         headers: HeaderSource,
-        marker_of: MarkerSource = _no_markers,
+        marker_of: MarkerSource = no_markers,
     ) -> None:
         """The log was truncated to `offset` (a follower): rebuild the state as it was there."""
         self._delete_snapshots_above(offset)

@@ -2,8 +2,10 @@
 
 Kafka's LogSegment.  Batches are appended with one pwrite each call and read back with
 pread on a descriptor kept open for the segment's lifetime; only batch headers are ever
-parsed.  Recovery (CRC-checking every batch and rebuilding the indexes) lives here too,
-because it is a walk over one segment's file.
+parsed.  The segment owns its files: appends, reads and searches by offset and by
+timestamp, recovery and index upkeep, flushes, renames and deletion.  The walk over the
+file's batches is samsa.log.file_records', and the rules recovery checks them by are
+samsa.log.segment_recovery's.
 """
 
 from __future__ import annotations
@@ -15,20 +17,17 @@ import random
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
-import crc32c
-
 from samsa.config.topic import LogConfig
 from samsa.log.errors import out_of_space
+from samsa.log.file_records import RECOVERY_CHUNK, SCAN_CHUNK, file_batches, pwrite_all
 from samsa.log.index import OffsetIndex, TimeIndex
 from samsa.log.info import FetchDataInfo
+from samsa.log.segment_recovery import INT32_MAX, index_valid_batches, trusted_tail
 from samsa.log.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 from samsa.protocol.fileregion import FileRegion
 from samsa.protocol.record_batch import (
-    ATTRIBUTES_OFFSET,
     BATCH_HEADER_SIZE,
     LOG_OVERHEAD,
-    MAGIC_V2,
-    MIN_BATCH_LENGTH,
     BatchHeader,
     decode_records,
     read_batch_header,
@@ -46,20 +45,10 @@ DELETED_SUFFIX = ".deleted"
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
 
-INT32_MAX = 2**31 - 1
-# Header walks read this much at a time: a few index intervals of small batches.
-_SCAN_CHUNK = 16 * 1024
-# Recovery reads whole batches to check their CRC, in large sequential chunks.
-_RECOVERY_CHUNK = 4 * 1024 * 1024
-
 
 def file_stem(base_offset: int) -> str:
     """Kafka's file name for a segment: its base offset, zero-padded to 20 digits."""
     return f"{base_offset:020d}"
-
-
-def _crc_of(batch: memoryview) -> int:
-    return int(crc32c.crc32c(batch[ATTRIBUTES_OFFSET:]))
 
 
 class LogSegment:
@@ -208,7 +197,7 @@ class LogSegment:
         position = self._size
         buffers = records if isinstance(records, list) else [records]
         try:
-            written = _pwrite_all(self._fd, buffers, position)
+            written = pwrite_all(self._fd, buffers, position)
         except OSError:
             # Leave no partial batch behind for the next append to build on.
             os.ftruncate(self._fd, position)
@@ -250,7 +239,9 @@ class LogSegment:
         """(position, header) of the first batch whose last offset is >= `offset`."""
         self._ensure_indexes()
         _, position = self.offset_index.lookup(offset)
-        for pos, h, _ in self._scan(max(position, start_position), self._size, _SCAN_CHUNK):
+        for pos, h, _ in file_batches(
+            self._fd, max(position, start_position), self._size, SCAN_CHUNK
+        ):
             if h.base_offset + h.last_offset_delta >= offset:
                 return pos, h
         return None
@@ -299,11 +290,11 @@ class LogSegment:
         return os.pread(self._fd, header.size, position)
 
     def iter_batches(
-        self, start: int = 0, chunk: int = _RECOVERY_CHUNK
+        self, start: int = 0, chunk: int = RECOVERY_CHUNK
     ) -> Iterator[tuple[int, BatchHeader, memoryview]]:
         """(position, header, bytes) of each complete batch from byte `start`, read in
         chunks of about `chunk` bytes (the log cleaner's sequential read)."""
-        for pos, h, view in self._scan(start, self._size, chunk, need_bytes=True):
+        for pos, h, view in file_batches(self._fd, start, self._size, chunk, need_bytes=True):
             assert view is not None
             yield pos, h, view
 
@@ -316,7 +307,7 @@ class LogSegment:
             if found is None:
                 return
             position = found[0]
-        for _, h, _ in self._scan(position, self._size, _SCAN_CHUNK):
+        for _, h, _ in file_batches(self._fd, position, self._size, SCAN_CHUNK):
             yield h
 
     def find_offset_by_timestamp(self, timestamp: int, start_offset: int) -> tuple[int, int] | None:
@@ -326,7 +317,7 @@ class LogSegment:
         # Every record up to the entry's offset has a timestamp below the target.
         _, below = self.time_index.lookup(timestamp - 1)
         _, position = self.offset_index.lookup(max(below, start_offset))
-        for pos, h, _ in self._scan(position, self._size, _SCAN_CHUNK):
+        for pos, h, _ in file_batches(self._fd, position, self._size, SCAN_CHUNK):
             if h.max_timestamp < timestamp or h.base_offset + h.last_offset_delta < start_offset:
                 continue
             for record in decode_records(self.read_batch(pos, h)):
@@ -365,40 +356,18 @@ class LogSegment:
         """
         self.offset_index.reset()
         self.time_index.reset()
-        offset_index = self.offset_index
-        time_index = self.time_index
-        max_ts, offset_of_max = -1, -1
-        expected = self.base_offset
-        valid = 0
-        last_index_position = 0
-        reason: str | None = None
-        chunk = _RECOVERY_CHUNK if check_crc else _SCAN_CHUNK
-        for pos, h, view in self._scan(0, self._size, chunk, need_bytes=check_crc):
-            if h.magic != MAGIC_V2:
-                reason = f"record magic v{h.magic}"
-            elif view is not None and _crc_of(view) != h.crc:
-                reason = "a CRC mismatch"
-            elif h.last_offset_delta < 0 or h.base_offset < expected:
-                reason = f"offset {h.base_offset} out of order (expected >= {expected})"
-            elif h.base_offset + h.last_offset_delta - self.base_offset > INT32_MAX:
-                reason = f"offset {h.base_offset} too far from the segment's base offset"
-            elif offset_limit is not None and h.base_offset + h.last_offset_delta >= offset_limit:
-                reason = f"offset {h.base_offset} overlapping the next segment"
-            if reason is not None:
-                break
-            last = h.base_offset + h.last_offset_delta
-            if h.max_timestamp > max_ts:
-                max_ts, offset_of_max = h.max_timestamp, last
-            if pos - last_index_position > self.index_interval_bytes:
-                if not offset_index.is_full:
-                    offset_index.append(last, pos)
-                if not time_index.is_full:
-                    time_index.maybe_append(max_ts, offset_of_max)
-                last_index_position = pos
-            expected = last + 1
-            valid = pos + h.batch_length + LOG_OVERHEAD
-            if on_batch is not None:
-                on_batch(h)
+        chunk = RECOVERY_CHUNK if check_crc else SCAN_CHUNK
+        found = index_valid_batches(
+            file_batches(self._fd, 0, self._size, chunk, need_bytes=check_crc),
+            self.base_offset,
+            self.index_interval_bytes,
+            self.offset_index,
+            self.time_index,
+            offset_limit,
+            on_batch,
+        )
+        valid, reason = found.valid, found.reason
+        max_ts, offset_of_max = found.max_timestamp, found.offset_of_max_timestamp
         if reason is None and valid < self._size:
             reason = "an incomplete batch"
         dropped = self._size - valid
@@ -406,11 +375,12 @@ class LogSegment:
             os.ftruncate(self._fd, valid)
             self._size = valid
             self._dirty = True
+        time_index = self.time_index
         if max_ts >= 0 and time_index.entries < time_index.max_entries:
             time_index.maybe_append(max_ts, offset_of_max, skip_full_check=True)
         self._max_timestamp, self._offset_of_max_timestamp = max_ts, offset_of_max
-        self._next_offset = expected
-        self._bytes_since_index_entry = valid - last_index_position
+        self._next_offset = found.next_offset
+        self._bytes_since_index_entry = valid - found.last_index_position
         self._rolling_timestamp = None
         return valid, dropped, reason
 
@@ -523,29 +493,6 @@ class LogSegment:
         self.time_index.close()
         self._close_fd()
 
-    def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
-        """Rename the .log (first) and both index files from one suffix to another (Kafka's
-        changeFileSuffixes: how the cleaner moves a segment from `.cleaned` to `.swap` to
-        live), and the txnindex after them.  Open descriptors and maps follow the files."""
-        for holder, attr in (
-            (self, "log_path"),
-            (self.offset_index, "path"),
-            (self.time_index, "path"),
-        ):
-            path: Path = getattr(holder, attr)
-            name = path.name
-            if old_suffix:
-                if not name.endswith(old_suffix):
-                    raise ValueError(f"{path} does not end with {old_suffix}")
-                name = name[: -len(old_suffix)]
-            target = path.with_name(name + new_suffix)
-            os.replace(path, target)
-            setattr(holder, attr, target)
-        txn = self.txn_index.path.name
-        if old_suffix:
-            txn = txn[: -len(old_suffix)]
-        self.txn_index.rename(self.txn_index.path.with_name(txn + new_suffix))
-
     def delete(self) -> None:
         """Close, rename every file to .deleted, then remove them."""
         self.close_handles()
@@ -602,20 +549,13 @@ class LogSegment:
             _, position = index.entry(index.entries - 1)
         ts, offset = self.time_index.last_entry
         max_ts, offset_of_max = (ts, offset) if ts >= 0 else (-1, -1)
-        next_offset = self.base_offset
-        end = position
-        for pos, h, _ in self._scan(position, self._size, _SCAN_CHUNK):
-            # Offsets the segment cannot hold (behind it, or past what an index's 32-bit
-            # relative offset reaches) end the trusted part: recovery cuts the file there.
-            last = h.base_offset + h.last_offset_delta
-            if h.last_offset_delta < 0 or h.base_offset < next_offset:
-                break
-            if last - self.base_offset > INT32_MAX:
-                break
-            if h.max_timestamp > max_ts:
-                max_ts, offset_of_max = h.max_timestamp, h.base_offset + h.last_offset_delta
-            next_offset = h.base_offset + h.last_offset_delta + 1
-            end = pos + h.batch_length + LOG_OVERHEAD
+        next_offset, end, max_ts, offset_of_max = trusted_tail(
+            file_batches(self._fd, position, self._size, SCAN_CHUNK),
+            self.base_offset,
+            position,
+            max_ts,
+            offset_of_max,
+        )
         if index.entries and next_offset == self.base_offset:
             next_offset = index.last_offset + 1
         self._next_offset = next_offset
@@ -628,7 +568,7 @@ class LogSegment:
         must be a boundary, at the batch `first`."""
         _, position = self.offset_index.lookup_position(limit)
         best, next_offset = start, first.base_offset
-        for pos, h, _ in self._scan(max(position, start), self._size, _SCAN_CHUNK):
+        for pos, h, _ in file_batches(self._fd, max(position, start), self._size, SCAN_CHUNK):
             end = pos + h.batch_length + LOG_OVERHEAD
             if end > limit:
                 if pos > best:
@@ -637,41 +577,6 @@ class LogSegment:
                 break
             best, next_offset = end, h.base_offset + h.last_offset_delta + 1
         return best, next_offset
-
-    def _scan(
-        self, start: int, end: int, chunk: int, *, need_bytes: bool = False
-    ) -> Iterator[tuple[int, BatchHeader, memoryview | None]]:
-        """(position, header, bytes if asked) of each complete batch in [start, end),
-        read in chunks; stops at the first batch that is incomplete or malformed."""
-        fd = self._fd
-        pos = start
-        while end - pos >= BATCH_HEADER_SIZE:
-            data = os.pread(fd, min(chunk, end - pos), pos)
-            n = len(data)
-            mv = memoryview(data)
-            off = 0
-            while n - off >= BATCH_HEADER_SIZE:
-                h = read_batch_header(data, off)
-                if h.batch_length < MIN_BATCH_LENGTH:
-                    return
-                size = h.batch_length + LOG_OVERHEAD
-                if pos + off + size > end:
-                    return
-                if not need_bytes:
-                    yield pos + off, h, None
-                elif off + size <= n:
-                    yield pos + off, h, mv[off : off + size]
-                elif off == 0:
-                    whole = os.pread(fd, size, pos)
-                    if len(whole) < size:
-                        return
-                    yield pos, h, memoryview(whole)
-                else:
-                    break
-                off += size
-            if off == 0:
-                return
-            pos += off
 
 
 __all__ = [
@@ -684,28 +589,3 @@ __all__ = [
     "LogSegment",
     "file_stem",
 ]
-
-
-_IOV_MAX = 1024
-
-
-def _pwrite_all(fd: int, buffers: list[bytes | bytearray | memoryview], position: int) -> int:
-    """Write every buffer at position onwards, in order, resuming after short writes."""
-    views = [v for v in (memoryview(b).cast("B") for b in buffers) if v.nbytes]
-    total = 0
-    i = 0
-    while i < len(views):
-        n = os.pwritev(fd, views[i : i + _IOV_MAX], position + total)
-        if n <= 0:
-            raise OSError("pwritev wrote nothing")
-        total += n
-        # Skip the buffers written whole; keep the unwritten tail of a partial one.
-        while n:
-            size = views[i].nbytes
-            if n >= size:
-                n -= size
-                i += 1
-            else:
-                views[i] = views[i][n:]
-                n = 0
-    return total

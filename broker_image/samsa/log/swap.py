@@ -59,6 +59,31 @@ def segment_run(segments: Sequence[LogSegment], old: Sequence[LogSegment]) -> in
     raise ValueError(f"segments {[s.base_offset for s in old]} are no longer in the log")
 
 
+def change_file_suffixes(segment: LogSegment, old_suffix: str, new_suffix: str) -> None:
+    """Rename the segment's .log (first) and both index files from one suffix to another
+    (Kafka's LogSegment.changeFileSuffixes: how a cleaned segment goes from `.cleaned` to
+    `.swap` to live), and the txnindex after them.  Open descriptors and maps follow the
+    files."""
+    for holder, attr in (
+        (segment, "log_path"),
+        (segment.offset_index, "path"),
+        (segment.time_index, "path"),
+    ):
+        path: Path = getattr(holder, attr)
+        name = path.name
+        if old_suffix:
+            if not name.endswith(old_suffix):
+                raise ValueError(f"{path} does not end with {old_suffix}")
+            name = name[: -len(old_suffix)]
+        target = path.with_name(name + new_suffix)
+        os.replace(path, target)
+        setattr(holder, attr, target)
+    txn = segment.txn_index.path.name
+    if old_suffix:
+        txn = txn[: -len(old_suffix)]
+    segment.txn_index.rename(segment.txn_index.path.with_name(txn + new_suffix))
+
+
 def swap_in(
     log_: Log, cleaned: LogSegment, old: Sequence[LogSegment], crash_hook: CrashHook = _no_crash
 ) -> None:
@@ -67,14 +92,14 @@ def swap_in(
     between the first rename and the in-memory replacement."""
     segment_run(log_.segments, old)
     dir = log_.dir
-    cleaned.change_file_suffixes(CLEANED_SUFFIX, SWAP_SUFFIX)
+    change_file_suffixes(cleaned, CLEANED_SUFFIX, SWAP_SUFFIX)
     fsync_dir(dir)
     crash_hook("swap")
     for n, segment in enumerate(old):
         segment.delete()
         if n == 0:
             crash_hook("deleting")
-    cleaned.change_file_suffixes(SWAP_SUFFIX, "")
+    change_file_suffixes(cleaned, SWAP_SUFFIX, "")
     fsync_dir(dir)
     crash_hook("swapped")
     log_.replace_segments(cleaned, old)

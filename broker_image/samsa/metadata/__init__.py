@@ -5,7 +5,6 @@ from samsa.metadata.metadata_store import MetadataListener, MetadataStore
 from samsa.metadata.model import (
     BrokerInfo,
     Endpoint,
-    MetadataError,
     PartitionState,
     TopicMetadata,
     TopicPartition,
@@ -17,7 +16,6 @@ __all__ = [
     "BrokerInfo",
     "Endpoint",
     "MetadataCache",
-    "MetadataError",
     "MetadataListener",
     "MetadataStore",
     "PartitionState",

@@ -58,10 +58,6 @@ class MetadataCache:
         self._states[topic.name] = states
         self._changed()
 
-    def update_partition_state(self, state: PartitionState) -> None:
-        self._states.setdefault(state.topic, {})[state.partition] = state
-        self._changed()
-
     def apply_partition_states(
         self,
         name: str,

@@ -15,15 +15,6 @@ class TopicPartition(NamedTuple):
         return f"{self.topic}-{self.partition}"
 
 
-class MetadataError(Exception):
-    """A metadata change refused with a Kafka error code and a message for the client."""
-
-    def __init__(self, error_code: int, message: str) -> None:
-        super().__init__(message)
-        self.error_code = error_code
-        self.message = message
-
-
 @dataclass(frozen=True)
 class Endpoint:
     """One listener of a broker: its name and the address clients use for it."""

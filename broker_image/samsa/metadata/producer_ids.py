@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Protocol
 from kazoo.exceptions import BadVersionError, NodeExistsError
 
 from samsa.metadata.standalone_metadata_store import _atomic_write
+from samsa.metadata.zk_data import PRODUCER_ID_BLOCK
 
 if TYPE_CHECKING:
     from samsa.metadata.zk_client import KafkaZkClient
@@ -129,9 +130,6 @@ class ZkProducerIdBlockStore:
         self.zk = zk
 
     async def claim_next_block(self, broker_id: int, size: int) -> ProducerIdsBlock:
-        # here, not at the top: a standalone broker never loads the ZooKeeper client
-        from samsa.metadata.zk_client import PRODUCER_ID_BLOCK
-
         while True:
             found = await self.zk.get(PRODUCER_ID_BLOCK)
             if found is None:

@@ -19,11 +19,11 @@ from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 from samsa.metadata.metadata_store import MetadataListener
 from samsa.metadata.model import BrokerInfo, PartitionState, TopicMetadata
 from samsa.metadata.names import is_internal
-from samsa.metadata.zk_client import (
+from samsa.metadata.zk_client import KafkaZkClient
+from samsa.metadata.zk_data import (
     CONFIG_BROKERS,
     CONFIG_TOPICS,
     TOPICS,
-    KafkaZkClient,
     parse_config,
     parse_topic,
     topic_path,

@@ -33,7 +33,7 @@ from samsa.controller.replica_state_machine import (
     isr_removals,
 )
 from samsa.metadata.model import BrokerInfo, TopicPartition
-from samsa.metadata.zk_client import NO_LEADER, LeaderIsrAndEpoch, RegisteredBroker
+from samsa.metadata.zk_data import NO_LEADER, LeaderIsrAndEpoch, RegisteredBroker
 from samsa.protocol.errors import ErrorCode
 
 TP = TopicPartition("t", 0)

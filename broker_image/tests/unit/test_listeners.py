@@ -108,7 +108,7 @@ def test_a_broker_seen_through_a_listener_it_lacks_is_absent() -> None:
 
 
 def test_a_registration_keeps_every_listener_and_picks_the_inter_broker_one() -> None:
-    from samsa.metadata.zk_client import broker_json, parse_broker
+    from samsa.metadata.zk_data import broker_json, parse_broker
 
     endpoints = (Endpoint("INTERNAL", "b-0.brokers", 9092), Endpoint("EXTERNAL", "1.2.3.4", 31000))
     info = BrokerInfo(0, "b-0.brokers", 9092, "zone-a", endpoints)

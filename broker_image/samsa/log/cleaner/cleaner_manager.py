@@ -165,9 +165,6 @@ class LogCleanerManager:
             log.warning("ignoring %s: every compacted log will be cleaned from its start", exc)
             return {}
 
-    def all_cleaner_checkpoints(self) -> dict[TopicPartitionKey, int]:
-        return dict(self._offsets)
-
     def state(self, tp: TopicPartitionKey) -> CleaningState | None:
         return self._states.get(tp)
 
