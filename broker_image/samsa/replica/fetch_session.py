@@ -20,7 +20,7 @@ import random
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from samsa.metadata.model import TopicPartition
 from samsa.protocol.errors import ErrorCode
@@ -158,6 +158,11 @@ class FetchPlan(Generic[F]):
     forgotten: list[TopicPartition]
 
 
+# Held for a partition the leader may or may not hold: equal to no fetch, so it is named again
+# when wanted, and forgotten when not.
+_NAME_AGAIN: Any = object()
+
+
 class FetchSessionHandler(Generic[F]):
     """The follower's side of a session with one leader.
 
@@ -195,9 +200,13 @@ class FetchSessionHandler(Generic[F]):
         self._held = pending
 
     def resend(self, tp: TopicPartition) -> None:
-        """Name ``tp`` in the next request whatever it was: it was answered with an error, and
-        the leader keeps a partition it could not place out of the session."""
-        self._held.pop(tp, None)
+        """``tp`` was answered with an error, or answered though this follower no longer
+        fetches it: name it in full in the next request that wants it, and forget it in the
+        next that does not. The leader keeps a partition it could not place out of the
+        session, but keeps one whose read failed (not leader, a fenced epoch): a partition
+        merely dropped from what is held would stay in the leader's session unnamed, be read
+        and answered with its error on every fetch, at once, and spin the follower."""
+        self._held[tp] = _NAME_AGAIN
 
     def failed(self) -> None:
         """A session error, or a request lost on the way: start again with a full fetch."""

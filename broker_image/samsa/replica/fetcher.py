@@ -305,13 +305,20 @@ class ReplicaFetcher:
         self.session.answered(response.session_id)
         for topic in response.responses:
             for p in topic.partitions:
-                state = self.states.get(TopicPartition(topic.topic, p.partition_index))
-                if state is None or state.truncating:
+                tp = TopicPartition(topic.topic, p.partition_index)
+                state = self.states.get(tp)
+                if state is None:
+                    # No longer fetched here (moved to another leader, or stopped) though the
+                    # leader's session still holds it: forgotten in the next request.
+                    self.session.resend(tp)
+                    continue
+                if state.truncating:
                     continue
                 if p.error_code != ErrorCode.none:
                     # The leader may have kept it out of the session (a topic it did not
-                    # know yet): named again in full when next fetched.
-                    self.session.resend(state.partition.tp)
+                    # know yet) or kept it in: named again in full when next fetched, and
+                    # forgotten while it backs off.
+                    self.session.resend(tp)
                     self._on_partition_error(state, p.error_code, p)
                     continue
                 self._append(state, p, received)

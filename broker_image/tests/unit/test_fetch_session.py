@@ -169,3 +169,58 @@ def test_a_partition_answered_with_an_error_is_named_again() -> None:
     handler.resend(A)
     again = handler.plan([(A, 0)])
     assert (again.session_id, again.send, again.forgotten) == (9, [(A, 0)], [])
+
+
+def test_a_partition_backing_off_after_an_error_is_forgotten_until_wanted_again() -> None:
+    """The leader keeps a partition whose read failed (it no longer leads it, a fenced epoch)
+    in the session, and answers its error at once on every fetch. The follower backs that
+    partition off: its next requests must forget it, or the leader answers every one of them
+    at once and the follower spins (an idle cluster served about a thousand fetches a second
+    after a leader moved)."""
+    handler: FetchSessionHandler[int] = FetchSessionHandler()
+    handler.plan([(A, 0), (B, 0)])
+    handler.answered(9)
+    handler.plan([(A, 0), (B, 0)])
+    handler.answered(9)
+    handler.resend(A)  # answered with NOT_LEADER_OR_FOLLOWER: backs off, not wanted now
+    backing_off = handler.plan([(B, 0)])
+    assert (backing_off.send, backing_off.forgotten) == ([], [A])
+    handler.answered(9)
+    back = handler.plan([(A, 0), (B, 0)])
+    assert (back.send, back.forgotten) == ([(A, 0)], [])
+
+
+def test_a_partition_answered_though_no_longer_fetched_is_forgotten() -> None:
+    handler: FetchSessionHandler[int] = FetchSessionHandler()
+    handler.plan([(A, 0), (B, 0)])
+    handler.answered(9)
+    handler.plan([(A, 0)])  # B moved to another leader's fetcher meanwhile
+    handler.answered(9)
+    handler.resend(B)  # yet the leader answered it (it held B from before)
+    assert handler.plan([(A, 0)]).forgotten == [B]
+
+
+def test_leader_and_follower_agree_through_errors_and_moves() -> None:
+    """Driven together, with partitions answered with errors, backing off and moving away,
+    the leader's session holds exactly what the follower wants after each answered request."""
+    sessions = cache()
+    handler: FetchSessionHandler[int] = FetchSessionHandler()
+    steps: list[tuple[list[tuple[TopicPartition, int]], list[TopicPartition]]] = [
+        ([(A, 1), (B, 1), (C, 1)], []),
+        ([(A, 1), (B, 1), (C, 1)], [B]),  # B answered with an error
+        ([(A, 1), (C, 1)], []),  # B backs off
+        ([(A, 1), (C, 1)], [C]),  # C errors, then moves to another leader
+        ([(A, 2)], []),
+        ([(A, 2), (B, 1)], []),  # B is wanted again
+    ]
+    for wanted, errored in steps:
+        plan = handler.plan(wanted)
+        session, incremental = sessions.context(plan.session_id, plan.epoch, replica_id=1)
+        assert session is not None
+        if not incremental:
+            session.fetches.clear()
+        session.update(plan.send, plan.forgotten)
+        handler.answered(session.id)
+        assert session.fetches == dict(wanted)
+        for tp in errored:
+            handler.resend(tp)
