@@ -28,7 +28,6 @@ from samsa.cli.kafka import (
     Properties,
     connect,
     console,
-    die,
     print_json,
 )
 from samsa.cli.offset_reset import (
@@ -87,8 +86,7 @@ def _group_failure(cluster: Cluster, exc: KafkaException, group: str, doing: str
     problem = _group_problem(exc, group)
     if problem is None:
         cluster.fail_with(exc, doing)
-    die(problem)
-    raise AssertionError("unreachable")  # mypy loses die's NoReturn across the package
+    fail(problem)
 
 
 # -- reads ------------------------------------------------------------------------------------
