@@ -74,8 +74,8 @@ k8s:
 lint:
 	$(UV) run ruff check .
 	$(UV) run ruff format --check .
-	$(UV) run mypy broker_image/samsa operator/samsa_operator spark-on-k8s/samsa_spark \
-		spark-on-k8s/pyspark_samsa devtools/samsa_dev bench chaos fuzz
+	$(UV) run mypy -p samsa -p samsa_operator -p samsa_spark -p pyspark_samsa -p samsa_dev \
+		-p bench -p chaos -p fuzz
 	$(UV) run lint-imports
 
 format:

@@ -96,7 +96,9 @@ def _read_back(plog: Log) -> None:
     passed over as Kafka's reads pass over it."""
     offset = plog.log_start_offset
     while offset < plog.log_end_offset:
-        records = decode_records(plog.read(offset, 1 << 20).records)
+        stored = plog.read(offset, 1 << 20).records
+        assert isinstance(stored, bytes)  # a FileRegion only for a zero-copy read
+        records = decode_records(stored)
         if records:
             offset = records[-1].offset + 1
             continue

@@ -85,7 +85,7 @@ async def _step(spec: models.KafkaClusterSpec, namespace: str, name: str, logger
         restart_reasons=reasons,
         scaling=current.get("scaling"),
         roll=current.get("roll"),
-        leader_imbalance_percent=spec.day2_planner.leader_imbalance_percentage,
+        leader_imbalance_percent=spec.operations.leader_imbalance_percentage,
         zookeeper_pods={i: _pod_view(i, p, zk_sts) for i, p in zk_pods.items()},
         zookeeper_replicas=int((zk_sts or {}).get("spec", {}).get("replicas") or 0),
         zookeeper_modes=zk_modes,
@@ -209,7 +209,7 @@ async def _throttle(
 ) -> Obj | None:
     """The replication throttle wanted while partitions move ({} once lifted); None: no
     change. Lifting happens here; setting, by the caller once it is recorded."""
-    rate = spec.day2_planner.reassignment_throttle_bytes_per_second
+    rate = spec.operations.reassignment_throttle_bytes_per_second
     moving = bool(kafka.reassigning) or isinstance(action, day2_planner.Reassign)
     recorded = current.get("throttle")
     if moving and rate > 0:

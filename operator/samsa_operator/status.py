@@ -84,7 +84,7 @@ def cluster_status(
                 "runningConfigHash": annotations.get(resources.CONFIG_HASH_ANNOTATION),
             }
         )
-    ready_brokers = sum(b["ready"] for b in brokers)
+    ready_brokers = sum(1 for b in brokers if b["ready"])
     if cluster.deploys_zookeeper:
         zk_ready_count = ready_replicas(zookeeper_sts)
         # A quorum serves; the cluster is Ready only with every server up.

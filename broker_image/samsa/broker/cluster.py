@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kazoo.client import KazooState
+from kio.static.primitive import i32, i64
 
 from samsa.client import ClientSecurity, ConnectionPool
 from samsa.config import KafkaConfig
@@ -225,7 +226,7 @@ class ClusterMembership:
                         apis.CONTROLLED_SHUTDOWN,
                         apis.CONTROLLED_SHUTDOWN_VERSION,
                         apis.ControlledShutdownRequest(
-                            broker_id=self.broker.id, broker_epoch=self.broker_epoch
+                            broker_id=i32(self.broker.id), broker_epoch=i64(self.broker_epoch)
                         ),
                         self.config["controller.socket.timeout.ms"] / 1000,
                     )

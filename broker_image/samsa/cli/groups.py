@@ -28,7 +28,6 @@ from samsa.cli.kafka import (
     Properties,
     connect,
     console,
-    die,
     print_json,
 )
 from samsa.cli.offset_reset import (
@@ -87,8 +86,7 @@ def _group_failure(cluster: Cluster, exc: KafkaException, group: str, doing: str
     problem = _group_problem(exc, group)
     if problem is None:
         cluster.fail_with(exc, doing)
-    die(problem)
-    raise AssertionError("unreachable")  # mypy loses die's NoReturn across the package
+    fail(problem)
 
 
 # -- reads ------------------------------------------------------------------------------------
@@ -373,7 +371,10 @@ def _plan(
             fail(f"topic '{missing[0][0]}' does not exist")
         return {tp: o for tp, o in found.items() if o is not None}
 
-    by_time = ends(OffsetSpec.for_timestamp(target.value)) if target.needs_times else None
+    by_time = None
+    if target.needs_times:
+        assert target.value is not None  # a datetime target carries its epoch milliseconds
+        by_time = ends(OffsetSpec.for_timestamp(target.value))
     return plan_reset(
         partitions,
         target,
@@ -484,14 +485,8 @@ def reset_offsets(
         print_json({"group": group, "executed": execute, "partitions": rows})
     else:
         table = Table("Topic", "Partition", "Current offset", "New offset", "Note")
-        for row in rows:
-            table.add_row(
-                row["topic"],
-                str(row["partition"]),
-                _dash(row["current_offset"]),
-                str(row["new_offset"]),
-                row["note"] or "",
-            )
+        for r in plan:
+            table.add_row(r.topic, str(r.partition), _dash(r.current), str(r.new), r.note)
         console().print(table)
     where = target.describe()
     if execute:

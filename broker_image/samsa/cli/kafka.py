@@ -116,7 +116,7 @@ class Cluster:
             except KafkaException as exc:
                 err = exc.args[0]
                 if err.code() not in _UNREACHABLE | {KafkaError._TIMED_OUT}:
-                    die(f"cannot read the cluster's metadata: {describe(err)}")
+                    fail(f"cannot read the cluster's metadata: {describe(err)}")
             else:
                 self.connected = True
                 return md
@@ -129,26 +129,26 @@ class Cluster:
     def unreachable(self) -> NoReturn:
         if self.all_brokers_down and not self.connect_failed:
             # librdkafka reports no connect failure when the broker hangs up after accepting.
-            die(f"the broker at {self.bootstrap} accepted the connection, then closed it")
-        die(f"cannot reach the broker at {self.bootstrap}")
+            fail(f"the broker at {self.bootstrap} accepted the connection, then closed it")
+        fail(f"cannot reach the broker at {self.bootstrap}")
 
     def fail_with(self, error: KafkaError | BaseException, doing: str, topic: str = "") -> NoReturn:
         """One line for a failed Kafka call, in the words of the broker where it gave any."""
         err = error.args[0] if isinstance(error, KafkaException) else error
         if not isinstance(err, KafkaError):
-            die(f"cannot {doing}: {err}")
+            fail(f"cannot {doing}: {err}")
         code = err.code()
         if code in _UNREACHABLE and not self.connected:
             self.unreachable()
         if code in _UNREACHABLE:
-            die(f"cannot {doing}: lost the connection to the broker at {self.bootstrap}")
+            fail(f"cannot {doing}: lost the connection to the broker at {self.bootstrap}")
         if code == KafkaError._TIMED_OUT:
-            die(f"cannot {doing}: the broker at {self.bootstrap} did not answer in time")
+            fail(f"cannot {doing}: the broker at {self.bootstrap} did not answer in time")
         if topic and code == KafkaError.UNKNOWN_TOPIC_OR_PART:
-            die(f"topic '{topic}' does not exist")
+            fail(f"topic '{topic}' does not exist")
         if topic and code == KafkaError.TOPIC_ALREADY_EXISTS:
-            die(f"topic '{topic}' already exists")
-        die(f"cannot {doing}: {describe(err)}")
+            fail(f"topic '{topic}' already exists")
+        fail(f"cannot {doing}: {describe(err)}")
 
 
 def connect(
@@ -158,12 +158,6 @@ def connect(
     cluster = Cluster(bootstrap, properties)
     admin = cluster.admin()
     return cluster, admin, cluster.metadata(admin)
-
-
-def die(message: str) -> NoReturn:
-    fail(message)
-    # mypy may see samsa.cli.errors as untyped (package bases), losing fail's NoReturn.
-    raise AssertionError("unreachable")
 
 
 def describe(err: KafkaError) -> str:

@@ -3,6 +3,7 @@ confluent-kafka's admin client), as kafka-configs.sh --entity-type users and kaf
 
 from __future__ import annotations
 
+from concurrent.futures import Future
 from typing import Annotated, Any
 
 import typer
@@ -16,6 +17,7 @@ from confluent_kafka.admin import (
     ResourceType,
     ScramCredentialInfo,
     ScramMechanism,
+    UserScramCredentialAlteration,
     UserScramCredentialDeletion,
     UserScramCredentialUpsertion,
 )
@@ -77,7 +79,10 @@ def set_user(
 
 
 def _alter_credential(
-    bootstrap: str, properties: list[str] | None, change: object, what: str
+    bootstrap: str,
+    properties: list[str] | None,
+    change: UserScramCredentialAlteration,
+    what: str,
 ) -> None:
     """One AlterUserScramCredentials change, its failure a one-line message."""
     cluster, admin, _ = connect(bootstrap, properties)
@@ -114,9 +119,11 @@ def list_users(
     """Users with SCRAM credentials, and their mechanisms and iterations."""
     cluster, admin, _ = connect(bootstrap, properties)
     try:
-        described: Any = admin.describe_user_scram_credentials(
-            request_timeout=REQUEST_TIMEOUT
-        ).result()
+        every_user = admin.describe_user_scram_credentials(request_timeout=REQUEST_TIMEOUT)
+        # Asked for no user in particular, it answers one future for all of them (a dict
+        # of futures, one per user, is the answer to a list of users).
+        assert isinstance(every_user, Future)
+        described: Any = every_user.result()
     except KafkaException as exc:
         cluster.fail_with(exc, "list users")
     rows = [

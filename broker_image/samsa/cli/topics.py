@@ -150,7 +150,7 @@ def list_topics(
         return
     table = Table("Topic", "Partitions", "Replication factor")
     for row in rows:
-        table.add_row(row["name"], str(row["partitions"]), str(row["replication_factor"]))
+        table.add_row(str(row["name"]), str(row["partitions"]), str(row["replication_factor"]))
     console().print(table)
 
 

@@ -19,6 +19,7 @@ import typer
 from confluent_kafka.admin import ClusterMetadata
 from rich.table import Table
 
+from samsa.cli.errors import fail
 from samsa.cli.kafka import (
     DEFAULT_BOOTSTRAP,
     REQUEST_TIMEOUT,
@@ -28,7 +29,6 @@ from samsa.cli.kafka import (
     Properties,
     connect,
     console,
-    die,
     print_json,
 )
 from samsa.client import BrokerConnection
@@ -76,8 +76,7 @@ def _run(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
     try:
         return asyncio.run(make())
     except (OSError, TimeoutError) as exc:
-        die(f"cannot reach a broker: {exc!r}")
-    raise AssertionError("unreachable")
+        fail(f"cannot reach a broker: {exc!r}")
 
 
 def _error(code: Any) -> ErrorCode:
@@ -119,9 +118,9 @@ def list_transactions(
     for broker_id, response in _run(ask):
         error = _error(response.error_code)
         if error is not ErrorCode.none:
-            die(f"broker {broker_id} cannot list its transactions: {error.name.upper()}")
+            fail(f"broker {broker_id} cannot list its transactions: {error.name.upper()}")
         if response.unknown_state_filters:
-            die(f"no transaction state {response.unknown_state_filters[0]!r}")
+            fail(f"no transaction state {response.unknown_state_filters[0]!r}")
         for t in response.transaction_states:
             rows.append(
                 {
@@ -168,7 +167,7 @@ def describe(
         coordinator = found.coordinators[0]
         error = _error(coordinator.error_code)
         if error is not ErrorCode.none:
-            die(f"no coordinator for {transactional_id!r}: {error.name.upper()}")
+            fail(f"no coordinator for {transactional_id!r}: {error.name.upper()}")
         response = await _request(
             (coordinator.host, coordinator.port),
             DESCRIBE_TRANSACTIONS,
@@ -180,7 +179,7 @@ def describe(
     coordinator_id, t = _run(ask)
     error = _error(t.error_code)
     if error is not ErrorCode.none:
-        die(f"cannot describe {transactional_id!r}: {error.name.upper()}")
+        fail(f"cannot describe {transactional_id!r}: {error.name.upper()}")
     start = t.transaction_start_time
     start_ms = int(start.timestamp() * 1000) if isinstance(start, datetime.datetime) else int(start)
     timeout = t.transaction_timeout
@@ -236,15 +235,15 @@ def abort(
     --coordinator-epoch, as kafka-transactions.sh abort does."""
     explicit = (producer_id, producer_epoch, coordinator_epoch)
     if (start_offset is not None) == (None not in explicit):
-        die("give --start-offset, or all of --producer-id, --producer-epoch, --coordinator-epoch")
+        fail("give --start-offset, or all of --producer-id, --producer-epoch, --coordinator-epoch")
     _, _, md = connect(bootstrap, properties)
     meta = md.topics.get(topic)
     if meta is None or partition not in meta.partitions:
-        die(f"no partition {topic}-{partition}")
+        fail(f"no partition {topic}-{partition}")
     leader = meta.partitions[partition].leader
     found = _brokers(md).get(leader)
     if found is None:
-        die(f"{topic}-{partition} has no leader now")
+        fail(f"{topic}-{partition} has no leader now")
         return
     address = found
     where = f"{topic}-{partition}"
@@ -259,10 +258,10 @@ def abort(
         )
         p = described.topics[0].partitions[0]
         if _error(p.error_code) is not ErrorCode.none:
-            die(f"cannot describe the producers of {where}: {_error(p.error_code).name.upper()}")
+            fail(f"cannot describe the producers of {where}: {_error(p.error_code).name.upper()}")
         hanging = [s for s in p.active_producers if s.current_txn_start_offset == start_offset]
         if not hanging:
-            die(f"no open transaction starts at offset {start_offset} of {where}")
+            fail(f"no open transaction starts at offset {start_offset} of {where}")
         producer_id = hanging[0].producer_id
         producer_epoch = hanging[0].producer_epoch
         coordinator_epoch = max(hanging[0].coordinator_epoch, 0)
@@ -283,7 +282,7 @@ def abort(
             for p in t.partitions:
                 error = _error(p.error_code)
                 if error is not ErrorCode.none:
-                    die(f"abort of producer {producer_id} on {where}: {error.name.upper()}")
+                    fail(f"abort of producer {producer_id} on {where}: {error.name.upper()}")
     console().print(f"Aborted the transaction of producer {producer_id} on {where}.")
 
 

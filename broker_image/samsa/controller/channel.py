@@ -15,6 +15,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from kio.static.primitive import i16, i32
+
 from samsa.client import ConnectionPool
 from samsa.metadata.model import BrokerInfo, Endpoint, PartitionState, TopicPartition
 from samsa.metadata.zk_data import LEADER_DURING_DELETE
@@ -159,24 +161,40 @@ class RequestBatch:
         on_leader_and_isr: Callable[[int, Any], None] | None = None,
     ) -> None:
         for broker_id, parts in self.leader_and_isr.items():
-            body = _leader_and_isr(self.controller_id, self.controller_epoch, parts, leaders)
+            leader_and_isr = _leader_and_isr(
+                self.controller_id, self.controller_epoch, parts, leaders
+            )
             callback = None
             if on_leader_and_isr is not None:
                 callback = _bind(on_leader_and_isr, broker_id)
             channel.send(
-                broker_id, apis.LEADER_AND_ISR, apis.LEADER_AND_ISR_VERSION, body, callback
+                broker_id,
+                apis.LEADER_AND_ISR,
+                apis.LEADER_AND_ISR_VERSION,
+                leader_and_isr,
+                callback,
             )
         for broker_id in sorted(self.metadata_brokers):
             um_parts = self.update_metadata.get(broker_id, {})
-            body = _update_metadata(self.controller_id, self.controller_epoch, um_parts, live)
-            channel.send(broker_id, apis.UPDATE_METADATA, apis.UPDATE_METADATA_VERSION, body)
+            update_metadata = _update_metadata(
+                self.controller_id, self.controller_epoch, um_parts, live
+            )
+            channel.send(
+                broker_id, apis.UPDATE_METADATA, apis.UPDATE_METADATA_VERSION, update_metadata
+            )
         for broker_id, sr_parts in self.stop_replica.items():
-            body = _stop_replica(self.controller_id, self.controller_epoch, sr_parts)
-            channel.send(broker_id, apis.STOP_REPLICA, apis.STOP_REPLICA_VERSION, body)
+            stop_replica = _stop_replica(self.controller_id, self.controller_epoch, sr_parts)
+            channel.send(broker_id, apis.STOP_REPLICA, apis.STOP_REPLICA_VERSION, stop_replica)
 
 
 def _bind(fn: Callable[[int, Any], None], broker_id: int) -> Callable[[Any], None]:
     return lambda response: fn(broker_id, response)
+
+
+# The requests' fields are kio's nominal integer types (int subclasses that are only ever
+# plain ints at run time): i32(x) checks x fits the field and returns x itself.
+def _i32s(values: Iterable[int]) -> tuple[i32, ...]:
+    return tuple(map(i32, values))
 
 
 def _leader_and_isr(
@@ -187,25 +205,26 @@ def _leader_and_isr(
 ) -> apis.LeaderAndIsrRequest:
     by_topic: dict[str, tuple[uuid.UUID, list[apis.LeaderAndIsrPartitionState]]] = {}
     leader_ids = set()
+    controller_epoch = i32(epoch)
     for tp, (s, topic_id, is_new) in sorted(parts.items()):
         leader_ids.add(s.leader)
         by_topic.setdefault(tp.topic, (topic_id, []))[1].append(
             apis.LeaderAndIsrPartitionState(
-                partition_index=s.partition,
-                controller_epoch=epoch,
-                leader=s.leader,
-                leader_epoch=s.leader_epoch,
-                isr=s.isr,
-                partition_epoch=s.partition_epoch,
-                replicas=s.replicas,
-                adding_replicas=s.adding,
-                removing_replicas=s.removing,
+                partition_index=i32(s.partition),
+                controller_epoch=controller_epoch,
+                leader=i32(s.leader),
+                leader_epoch=i32(s.leader_epoch),
+                isr=_i32s(s.isr),
+                partition_epoch=i32(s.partition_epoch),
+                replicas=_i32s(s.replicas),
+                adding_replicas=_i32s(s.adding),
+                removing_replicas=_i32s(s.removing),
                 is_new=is_new,
             )
         )
     return apis.LeaderAndIsrRequest(
-        controller_id=controller_id,
-        controller_epoch=epoch,
+        controller_id=i32(controller_id),
+        controller_epoch=controller_epoch,
         topic_states=tuple(
             apis.LeaderAndIsrTopicState(
                 topic_name=name, topic_id=topic_id, partition_states=tuple(states)
@@ -214,7 +233,9 @@ def _leader_and_isr(
         ),
         live_leaders=tuple(
             apis.LeaderAndIsrLiveLeader(
-                broker_id=leaders[b].id, host_name=leaders[b].host, port=leaders[b].port
+                broker_id=i32(leaders[b].id),
+                host_name=leaders[b].host,
+                port=i32(leaders[b].port),
             )
             for b in sorted(leader_ids)
             if b in leaders
@@ -229,22 +250,23 @@ def _update_metadata(
     live: list[BrokerInfo],
 ) -> apis.UpdateMetadataRequest:
     by_topic: dict[str, tuple[uuid.UUID, list[apis.UpdateMetadataPartitionState]]] = {}
+    controller_epoch = i32(epoch)
     for tp, (s, topic_id) in sorted(parts.items()):
         by_topic.setdefault(tp.topic, (topic_id, []))[1].append(
             apis.UpdateMetadataPartitionState(
-                partition_index=s.partition,
-                controller_epoch=epoch,
-                leader=s.leader,
-                leader_epoch=s.leader_epoch,
-                isr=s.isr,
-                partition_epoch=s.partition_epoch,
-                replicas=s.replicas,
-                offline_replicas=s.offline_replicas,
+                partition_index=i32(s.partition),
+                controller_epoch=controller_epoch,
+                leader=i32(s.leader),
+                leader_epoch=i32(s.leader_epoch),
+                isr=_i32s(s.isr),
+                partition_epoch=i32(s.partition_epoch),
+                replicas=_i32s(s.replicas),
+                offline_replicas=_i32s(s.offline_replicas),
             )
         )
     return apis.UpdateMetadataRequest(
-        controller_id=controller_id,
-        controller_epoch=epoch,
+        controller_id=i32(controller_id),
+        controller_epoch=controller_epoch,
         topic_states=tuple(
             apis.UpdateMetadataTopicState(
                 topic_name=name, topic_id=topic_id, partition_states=tuple(states)
@@ -253,10 +275,13 @@ def _update_metadata(
         ),
         live_brokers=tuple(
             apis.UpdateMetadataBroker(
-                id=b.id,
+                id=i32(b.id),
                 endpoints=tuple(
                     apis.UpdateMetadataEndpoint(
-                        port=e.port, host=e.host, listener=e.listener, security_protocol=0
+                        port=i32(e.port),
+                        host=e.host,
+                        listener=e.listener,
+                        security_protocol=i16(0),
                     )
                     for e in b.endpoints or (Endpoint("PLAINTEXT", b.host, b.port),)
                 ),
@@ -274,14 +299,14 @@ def _stop_replica(
     for tp, (leader_epoch, delete) in sorted(parts.items()):
         by_topic.setdefault(tp.topic, []).append(
             apis.StopReplicaPartitionState(
-                partition_index=tp.partition,
-                leader_epoch=LEADER_DURING_DELETE if delete else leader_epoch,
+                partition_index=i32(tp.partition),
+                leader_epoch=i32(LEADER_DURING_DELETE if delete else leader_epoch),
                 delete_partition=delete,
             )
         )
     return apis.StopReplicaRequest(
-        controller_id=controller_id,
-        controller_epoch=epoch,
+        controller_id=i32(controller_id),
+        controller_epoch=i32(epoch),
         topic_states=tuple(
             apis.StopReplicaTopicState(topic_name=name, partition_states=tuple(states))
             for name, states in by_topic.items()

@@ -7,9 +7,13 @@ preferred leader.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Hashable, Mapping, Sequence
+from typing import TypeVar
 
 Election = tuple[int, tuple[int, ...]] | None
+
+# A partition's key: the controller's TopicPartition, or any other hashable name.
+P = TypeVar("P", bound=Hashable)
 
 
 def offline_partition_leader(
@@ -65,8 +69,8 @@ def controlled_shutdown_leader(
 
 
 def leader_imbalance(
-    assignments: dict[tuple[str, int], Sequence[int]],
-    leaders: dict[tuple[str, int], int],
+    assignments: Mapping[P, Sequence[int]],
+    leaders: Mapping[P, int],
 ) -> dict[int, float]:
     """Per broker: the share of the partitions it should lead (as preferred replica) that it
     does not lead. auto.leader.rebalance.enable compares this with

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from kio.static.primitive import i32
+
 from samsa.handlers.authorization import cluster_allowed
 from samsa.handlers.context import BrokerServices, RequestContext
 from samsa.protocol import controller_apis as apis
@@ -28,7 +30,7 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
     return apis.ControlledShutdownResponse(
         error_code=error,
         remaining_partitions=tuple(
-            apis.RemainingPartition(topic_name=tp.topic, partition_index=tp.partition)
+            apis.RemainingPartition(topic_name=tp.topic, partition_index=i32(tp.partition))
             for tp in remaining
         ),
     )

@@ -39,8 +39,9 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
     for name, topic_id in wanted:
         if name in twice:
             continue
-        by_id = name is None and topic_id is not None
-        if by_id:
+        by_id = False
+        if name is None and topic_id is not None:
+            by_id = True
             name = cache.topic_name(topic_id)
         topic = cache.topic(name) if name else None
         entry: dict[str, Any] = {

@@ -283,6 +283,7 @@ def _encode(
             current = FetchTopicResult(name or "", topic_id, [])
             topics.append(current)
         if r is None:
+            assert error is not None  # r is None only for a partition refused before the read
             # Empty records, not null, as Kafka (librdkafka rejects a null record set).
             current.partitions.append(FetchPartitionResult(partition, error, -1, -1, -1, b""))
             continue

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from kio.static.primitive import i32
+
 from samsa.handlers.authorization import cluster_allowed, from_the_controller
 from samsa.handlers.context import BrokerServices, RequestContext
 from samsa.metadata import PartitionState
@@ -52,7 +54,7 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     by_topic: dict[str, list[apis.LeaderAndIsrPartitionError]] = {}
     for tp, code in errors.items():
         by_topic.setdefault(tp.topic, []).append(
-            apis.LeaderAndIsrPartitionError(partition_index=tp.partition, error_code=code)
+            apis.LeaderAndIsrPartitionError(partition_index=i32(tp.partition), error_code=code)
         )
     return apis.LeaderAndIsrResponse(
         error_code=ErrorCode.none,

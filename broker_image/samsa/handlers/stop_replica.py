@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from kio.static.primitive import i32
+
 from samsa.handlers.authorization import cluster_allowed, from_the_controller
 from samsa.handlers.context import BrokerServices, RequestContext
 from samsa.metadata import TopicPartition
@@ -35,7 +37,7 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
         error_code=ErrorCode.none,
         partition_errors=tuple(
             apis.StopReplicaPartitionError(
-                topic_name=tp.topic, partition_index=tp.partition, error_code=code
+                topic_name=tp.topic, partition_index=i32(tp.partition), error_code=code
             )
             for tp, code in errors.items()
         ),

@@ -55,14 +55,6 @@ AppendListener = Callable[[LogAppendInfo, Sequence[BatchHeader]], None]
 class Log(LocalLog):
     """The segments of one partition, its offsets, and its leader epoch cache."""
 
-    # LocalLog's state that the methods below change, typed for mypy, which (run on the
-    # source folders) sees samsa's own imports, and so this base class, as Any.
-    _segments: list[LogSegment]
-    _bases: list[int]
-    _next_offset: int
-    _log_start_offset: int
-    _recovery_point: int
-
     def __init__(
         self,
         dir: Path,

@@ -258,11 +258,11 @@ class ProducerStateManager:
             producers = self.producers
             for pid, info in updates.infos.items():
                 self.verification_guards.pop(pid, None)
-                entry = producers.get(pid)
-                if entry is None:
+                existing = producers.get(pid)
+                if existing is None:
                     producers[pid] = info.updated_entry
                 else:
-                    entry.update(info.updated_entry)
+                    existing.update(info.updated_entry)
             for event in updates.events:
                 if isinstance(event, CompletedTxn):
                     self._complete_txn(event)

@@ -34,7 +34,9 @@ from samsa.security.session import ConnectionSession
 
 log = logging.getLogger(__name__)
 
-Chunk: TypeAlias = bytes | bytearray | memoryview | FileRegion
+# Bytes in memory, which a transport write takes; a file region goes by sendfile.
+InMemory: TypeAlias = bytes | bytearray | memoryview
+Chunk: TypeAlias = InMemory | FileRegion
 Chunks: TypeAlias = Sequence[Chunk]
 # A response is its frame as chunks (size prefix included), or None for "no response" (acks=0).
 Response: TypeAlias = Chunks | None
@@ -50,7 +52,7 @@ _LARGE_CHUNK = 64 * 1024
 _MAX_DEFERRED = 128
 
 
-def _write_joined(transport: asyncio.Transport, small: list[Chunk]) -> None:
+def _write_joined(transport: asyncio.Transport, small: list[InMemory]) -> None:
     if small:
         transport.write(small[0] if len(small) == 1 else b"".join(small))
 
@@ -324,7 +326,7 @@ class Connection(asyncio.BufferedProtocol):
             self.backlog.extend(chunks)
             return
         transport = self.transport
-        small: list[Chunk] = []
+        small: list[InMemory] = []
         if self.tls:
             copied = _read_regions(chunks)
             if copied is None:
@@ -379,8 +381,12 @@ class Connection(asyncio.BufferedProtocol):
                     chunk.close()
                 continue
             small = [chunk]
-            while self.backlog and not isinstance(self.backlog[0], FileRegion):
-                small.append(self.backlog.popleft())
+            while self.backlog:
+                following = self.backlog[0]
+                if isinstance(following, FileRegion):
+                    break
+                small.append(following)
+                self.backlog.popleft()
             _write_joined(transport, small)
 
     def _sendfile_now(self, region: FileRegion) -> bool:

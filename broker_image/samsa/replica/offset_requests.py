@@ -99,12 +99,12 @@ class OffsetRequests(HostedPartitions):
         if waits:
             done, _ = await asyncio.wait(waits.values(), timeout=max(timeout_s, 0))
             for tp, fut in waits.items():
-                partition = self.partitions.get(tp)
+                hosted = self.partitions.get(tp)
                 if fut not in done:
                     fut.cancel()
                     results[tp] = (ErrorCode.request_timed_out, results[tp][1])
-                elif fut.result() or partition is None:
+                elif fut.result() or hosted is None:
                     results[tp] = (ErrorCode(fut.result() or self._not_hosted(tp)), -1)
                 else:
-                    results[tp] = (ErrorCode.none, partition.low_watermark())
+                    results[tp] = (ErrorCode.none, hosted.low_watermark())
         return results
