@@ -2,7 +2,7 @@
 
 Each client is a small program (tests/clients/go, tests/clients/node) with the same
 subcommands and flags, printing JSON: create, describe, produce, offsets, consume (a group
-member driven over stdin and stdout) and unsupported. ``make setup`` builds and installs them;
+member driven over stdin and stdout) and features. ``make setup`` builds and installs them;
 a test fails with a message naming it when they are missing.
 """
 
@@ -256,14 +256,14 @@ def test_group_members_split_partitions_hand_over_and_consume_each_record_once(
     assert offsets["committed"] == offsets["end"] and sum(offsets["end"].values()) == 900
 
 
-def test_features_samsa_lacks_fail_promptly_with_a_named_error(
+def test_transactions_and_admin_features_are_served_and_kip848_is_refused_promptly(
     program: Program, bootstrap: str, topic: str, group: str
 ) -> None:
     assert program.run("create", bootstrap, topic, "--partitions", "1")["error"] is None
     assert program.run("produce", bootstrap, topic, "--count", "10")["acked"] == 10
     # What is checked is the answer to each feature, not a fresh cluster's first group.
     ready_group_coordinator(bootstrap, topic)
-    tried = program.run("unsupported", bootstrap, topic)
+    tried = program.run("features", bootstrap, topic)
     for name, attempt in tried.items():
         assert attempt["elapsed_ms"] < PROMPT_MS, (name, attempt)
     assert tried.pop("after")["error"] is None, "the client still works afterwards"
