@@ -83,7 +83,7 @@ format:
 	$(UV) run ruff check --fix .
 
 test: lint
-	$(PYTEST) -q -p no:cacheprovider -n 2 --dist loadfile --durations=25
+	$(PYTEST) -q -p no:cacheprovider -n 2 --dist loadfile --no-loadscope-reorder --durations=25
 
 test-fast:
 	$(PYTEST) -q -x -m "not slow" -n 2 --dist loadfile
