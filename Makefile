@@ -49,7 +49,7 @@ setup-apt:
 
 setup-python:
 	@command -v $(UV) >/dev/null || python3 -m pip install --quiet uv || pip install --quiet uv
-	$(UV) sync --all-packages --frozen
+	$(UV) sync --all-packages --frozen --compile-bytecode
 
 # Apache Kafka and what is built on it, pinned, from Maven Central into ~/.cache/samsa/jars.
 jars:
