@@ -49,7 +49,7 @@ setup-apt:
 
 setup-python:
 	@command -v $(UV) >/dev/null || python3 -m pip install --quiet uv || pip install --quiet uv
-	$(UV) sync --all-packages --frozen
+	$(UV) sync --all-packages --frozen --compile-bytecode
 
 # Apache Kafka and what is built on it, pinned, from Maven Central into ~/.cache/samsa/jars.
 jars:
@@ -83,7 +83,7 @@ format:
 	$(UV) run ruff check --fix .
 
 test: lint
-	$(PYTEST) -q -p no:cacheprovider -n 2 --dist loadfile --durations=25
+	$(PYTEST) -q -p no:cacheprovider -n 2 --dist loadfile --no-loadscope-reorder --durations=25
 
 test-fast:
 	$(PYTEST) -q -x -m "not slow" -n 2 --dist loadfile

@@ -103,10 +103,8 @@ def build_go(folder: Path) -> tuple[Path, bool]:
         tail = " | ".join(result.stderr.strip().splitlines()[-5:])
         raise ProgramUnavailable(f"go build of {folder} failed: {tail}")
     os.replace(partial, target)
-    # Builds of earlier sources are of no more use.
-    for old in target.parent.glob(f"{_go_name(folder)}-*"):
-        if old != target:
-            old.unlink(missing_ok=True)
+    # Builds of other sources are kept (tens of megabytes each), as the Java programs' are:
+    # another checkout of the project, a worktree, may be running its tests on one of them.
     return target, True
 
 

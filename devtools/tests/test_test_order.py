@@ -1,0 +1,35 @@
+"""The suite's files are handed to xdist's workers longest first, each file's tests together
+and in their own order; a file the durations table does not know counts as short."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from samsa_dev.test_order import from_junit, longest_first
+
+
+def test_files_go_longest_first_and_keep_their_tests_in_order() -> None:
+    ids = ["a.py::t1", "a.py::t2", "b.py::t1", "c.py::t1", "c.py::t2", "new.py::t"]
+    seconds = {"a.py": 5.0, "b.py": 300.0, "c.py": 40.0}
+    ordered = [ids[i] for i in longest_first(ids, seconds)]
+    assert ordered == ["b.py::t1", "c.py::t1", "c.py::t2", "a.py::t1", "a.py::t2", "new.py::t"]
+
+
+def test_without_a_table_the_collection_order_stays() -> None:
+    ids = ["z.py::t", "a.py::t", "m.py::t"]
+    assert longest_first(ids, {}) == [0, 1, 2]
+
+
+def test_a_junit_report_gives_seconds_per_file(tmp_path: Path) -> None:
+    report = tmp_path / "r.xml"
+    report.write_text(
+        '<testsuites><testsuite name="pytest">'
+        '<testcase classname="spark-on-k8s.tests.test_sink" name="test_a" time="10.4"/>'
+        '<testcase classname="spark-on-k8s.tests.test_sink" name="test_b[x]" time="2.0"/>'
+        '<testcase classname="tests.integration.test_roll" name="test_c" time="99.6"/>'
+        "</testsuite></testsuites>"
+    )
+    assert from_junit(report) == {
+        "spark-on-k8s/tests/test_sink.py": 12,
+        "tests/integration/test_roll.py": 100,
+    }
