@@ -1,7 +1,11 @@
 """A transactional consume-process-produce application (confluent-kafka, its own process)
-across 6 partitions of a standalone broker, killed with -9 at random points 20 times and
+across 6 partitions of a standalone broker, killed with -9 at random points 5 times and
 started again: the output read with read_committed holds every input exactly once;
-read_uncommitted readers also see the records of the transactions the kills aborted."""
+read_uncommitted readers also see the records of the transactions the kills aborted.
+
+Five kills, not twenty: the long loop (20 kills, 3,000 inputs) runs once, with Kafka's Java
+client on the replicated cluster (tests/clients/test_java_transactions.py); this one shows the
+same guarantee on a standalone broker and with librdkafka."""
 
 from __future__ import annotations
 
@@ -15,12 +19,12 @@ from samsa.testing import InProcessBroker
 
 pytestmark = [pytest.mark.timeout(600), pytest.mark.slow]
 
-INPUTS = 3000
+INPUTS = 1000
 
 
-def test_killed_20_times_every_input_once(broker: InProcessBroker, tmp_path: Path) -> None:
+def test_killed_5_times_every_input_once(broker: InProcessBroker, tmp_path: Path) -> None:
     committed, everything = kill_loop(
-        broker.bootstrap_servers, tmp_path / "app.log", inputs=INPUTS, kills=20
+        broker.bootstrap_servers, tmp_path / "app.log", inputs=INPUTS, kills=5
     )
     assert committed == Counter(f"out-{i}" for i in range(INPUTS))
     assert set(everything) == set(committed)
