@@ -27,9 +27,10 @@ DIFFERENCES: tuple[Difference, ...] = (
             "Batches (magic v2 only) are CRC-checked and stored as the producer's bytes; only "
             "the base offset, the partition leader epoch and, for "
             "`message.timestamp.type=LogAppendTime`, the batch's max timestamp are patched. "
-            "Message format v0/v1 is refused with INVALID_RECORD, as Kafka 4 does. The topic "
-            "config `compression.type` accepts only `producer`: a broker that recompressed "
-            "would have to re-encode every batch."
+            "Message format v0/v1 is refused with INVALID_RECORD, as Kafka 4 does. A topic "
+            "whose `compression.type` names a codec (not `producer`, the default) has a batch "
+            "sent with another codec re-encoded with its own, as Kafka does; a compacted topic "
+            "reads each batch's records for their keys."
         ),
     ),
     Difference(
@@ -289,18 +290,16 @@ DIFFERENCES: tuple[Difference, ...] = (
         api="DescribeConfigs",
         what="Topic configs of features Samsa lacks are not listed.",
         why=(
-            "Tiered storage (remote.storage.enable, remote.log.*, local.retention.*), "
-            "compression levels (Samsa stores batches as the producer compressed them), the "
+            "Tiered storage (remote.storage.enable, remote.log.*, local.retention.*), the "
             "replication throttles' replica lists and the message timestamp bounds "
             "(message.timestamp.before/after.max.ms) are not topic configs here; "
-            "DescribeConfigs lists only what the broker acts on."
+            "DescribeConfigs lists only what the broker acts on. So a record's timestamp is "
+            "never refused, where Kafka 4.3 refuses a CreateTime more than an hour ahead of its "
+            "clock (INVALID_TIMESTAMP, naming each such record)."
         ),
         checks=tuple(
             f"describe_configs.topic.{n}"
             for n in (
-                "compression.gzip.level",
-                "compression.lz4.level",
-                "compression.zstd.level",
                 "follower.replication.throttled.replicas",
                 "leader.replication.throttled.replicas",
                 "local.retention.bytes",
@@ -332,7 +331,6 @@ DIFFERENCES: tuple[Difference, ...] = (
             "describe_configs.topic.retention.ms",
             "describe_configs.topic.segment.jitter.ms",
             "describe_configs.topic.segment.ms",
-            "describe_configs.broker.compression.type",
             "describe_configs.broker.inter.broker.listener.name",
             "describe_configs.broker.listener.security.protocol.map",
             "describe_configs.broker.log.cleaner.backoff.ms",
