@@ -3,10 +3,10 @@
 // records (KIP-467). Prints one JSON object on stdout; the tests (tests/clients, tests/compat)
 // judge it, against Samsa and against Apache Kafka alike.
 //
-//   codecs --bootstrap B --topics T1,T2,... --compression C --count N
-//       a producer with compression.type=C sends N records (key k<i>, value v-<i>, header
-//       i=<i>) to each topic; a consumer reads each topic back: its records as
-//       "key=value|header", and the errors, by exception name
+//   codecs --bootstrap B --topics T1,T2,... --compression C --count N --expect M
+//       a producer with compression.type=C sends N records (key java-<i>, value v-<i>, header
+//       i=<i>) to each topic's partition 0; a consumer then reads M records of each topic
+//       back: each as "key=value|header=value...", and the producer's errors, by exception
 //   keyless --bootstrap B --topic T --count N
 //       a producer sends N records in one batch (a long linger and a large batch size), every
 //       tenth without a key; what each record's callback got: "ok" or the exception's class and
@@ -86,7 +86,7 @@ public class ProduceChecks {
             for (String topic : topics) {
                 for (int i = 0; i < count; i++) {
                     ProducerRecord<String, String> record =
-                        new ProducerRecord<>(topic, 0, "k" + i, "v-" + i);
+                        new ProducerRecord<>(topic, 0, "java-" + i, "v-" + i);
                     record.headers().add("i", Integer.toString(i).getBytes(StandardCharsets.UTF_8));
                     sent.add(producer.send(record));
                 }
@@ -102,7 +102,7 @@ public class ProduceChecks {
         out.put("errors", errors);
         Map<String, List<String>> read = new LinkedHashMap<>();
         for (String topic : topics) {
-            read.put(topic, readAll(bootstrap, topic, count));
+            read.put(topic, readAll(bootstrap, topic, Integer.parseInt(flags.get("expect"))));
         }
         out.put("read", read);
         return out;
@@ -123,8 +123,8 @@ public class ProduceChecks {
                 for (ConsumerRecord<String, String> r : consumer.poll(Duration.ofMillis(500))) {
                     StringBuilder row = new StringBuilder(r.key() + "=" + r.value());
                     for (Header h : r.headers()) {
-                        row.append("|").append(h.key()).append("=")
-                            .append(new String(h.value(), StandardCharsets.UTF_8));
+                        row.append("|").append(h.key()).append("=").append(
+                            h.value() == null ? "null" : new String(h.value(), StandardCharsets.UTF_8));
                     }
                     rows.add(row.toString());
                 }
