@@ -14,7 +14,8 @@ TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
 # with, any other value is the codec batches are stored with (recompressed if need be).
 COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
 # KIP-390's levels, with Kafka's defaults and ranges: gzip 1 to 9, or -1 for zlib's default;
-# lz4 1 to 17 (3 and up compress harder, as lz4's high-compression mode); zstd's own range.
+# lz4 1 to 17 (9, the default, is lz4's fast mode, the others its high-compression mode);
+# zstd's own range.
 GZIP_LEVEL = ConfigKey("compression.gzip.level", "int", -1, minimum=1, maximum=9, also=(-1,))
 LZ4_LEVEL = ConfigKey("compression.lz4.level", "int", 9, minimum=1, maximum=17)
 ZSTD_LEVEL = ConfigKey("compression.zstd.level", "int", 3, minimum=-131072, maximum=22)

@@ -87,15 +87,17 @@ def validate_records(
     for (pos, _), h in zip(scan_batches(view), headers, strict=True):
         batch = view[pos : pos + h.size]
         out.append(batch)
-        if h.is_control:
+        # A batch already in the topic's codec is stored as sent.
+        target = None if codec == h.compression else codec
+        if h.is_control or (target is None and not config.compact):
             continue
         body = batch_body(batch, h)
         spans = parse_records(body, h.records_count)
         if config.compact:
             _check_keys(tp, spans)
-        if codec is None or codec == h.compression:
+        if target is None:
             continue
-        converted = convert_batch(h, body, spans, codec, config.compression_level)
+        converted = convert_batch(h, body, spans, target, config.compression_level)
         if len(converted) > config.max_message_bytes:
             raise RecordTooLargeError(
                 f"record batch of {len(converted)} bytes once compressed with "

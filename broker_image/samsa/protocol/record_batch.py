@@ -327,9 +327,10 @@ def _get_bytes(buf: bytes, pos: int) -> tuple[bytes | None, int]:
 
 # gzip level -1 is zlib's default (Java's Deflater.DEFAULT_COMPRESSION), which is 6.
 _GZIP_DEFAULT_LEVEL = 6
-# Kafka compresses lz4 at its default level 9 with lz4's fast compressor, at any other level
-# with the high-compression one (Lz4BlockOutputStream).
-_LZ4_FAST_LEVEL = 9
+# Kafka compresses lz4 at its default level 9 with lz4's fast compressor (lz4's level 0), at
+# any other level with the high-compression one (Lz4BlockOutputStream).
+_LZ4_KAFKA_DEFAULT_LEVEL = 9
+_LZ4_FAST = 0
 
 
 def compress(codec: int, data: bytes, level: int | None = None) -> bytes:
@@ -352,7 +353,7 @@ def compress(codec: int, data: bytes, level: int | None = None) -> bytes:
     if codec == COMPRESSION_LZ4:
         # Kafka's Java reader decompresses frame blocks one by one: blocks must be independent.
         compressor = cramjam.lz4.Compressor(
-            level=None if level == _LZ4_FAST_LEVEL else level,
+            level=_LZ4_FAST if level == _LZ4_KAFKA_DEFAULT_LEVEL else level,
             content_checksum=False,
             block_linked=False,
         )

@@ -312,6 +312,31 @@ def test_a_records_section_that_does_not_parse_is_corrupt() -> None:
         validate_records(TP, bad, validate_batches(bad, 1 << 20), LogConfig(compression_type="lz4"))
 
 
+def test_a_batch_already_in_the_topics_codec_is_stored_unread() -> None:
+    """As with compression.type=producer: records that would not parse are not even read."""
+    good = hand_made([(0, 0), (0, 1)], COMPRESSION_GZIP)
+    header = read_batch_header(good)
+    unread = assemble_batch(
+        **{
+            f: getattr(header, f)
+            for f in header._fields
+            if f not in ("batch_length", "magic", "crc")
+        },
+        records=compress(COMPRESSION_GZIP, b"not records"),
+    )
+    config = LogConfig(compression_type="gzip")
+    records, _ = validate_records(TP, unread, validate_batches(unread, 1 << 20), config)
+    assert records is unread
+
+
+def test_lz4_at_kafkas_default_level_is_lz4s_fast_mode() -> None:
+    """Kafka's level 9 (its default) is lz4-java's fast compressor, other levels its
+    high-compression one: the default costs the least."""
+    body = b"".join(b"line %d of some log, repeated words words words\n" % i for i in range(5000))
+    assert compress(COMPRESSION_LZ4, body, 9) == compress(COMPRESSION_LZ4, body, 0)
+    assert len(compress(COMPRESSION_LZ4, body, 12)) < len(compress(COMPRESSION_LZ4, body, 9))
+
+
 def test_the_log_stores_the_converted_batch_with_offsets_and_log_append_time(
     tmp_path: Path,
 ) -> None:
