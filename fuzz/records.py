@@ -47,6 +47,9 @@ MAX_BATCH = 1_000_000
 # A compacted topic that also recompresses: both record checks of a leader's append.
 TOPIC = LogConfig(cleanup_policy=("compact",), compression_type="zstd", max_message_bytes=1 << 30)
 _CRC = struct.Struct(">I")
+# The broker's clock: a batch whose max timestamp is over an hour past it has its records read
+# and each one ahead named (most inputs: their timestamps are random).
+NOW_MS = 1_700_000_000_000
 
 
 def fix_crcs(buf: bytearray) -> None:
@@ -70,7 +73,7 @@ def one_input(data: bytes) -> None:
     assert sum(h.size for h in headers) == len(buf)
     for config in (TOPIC, LogConfig(compression_type="gzip", max_message_bytes=1 << 30)):
         try:
-            stored, _ = validate_records("t-0", buf, headers, config)
+            stored, _ = validate_records("t-0", buf, headers, config, NOW_MS)
         except (CorruptRecordError, RecordValidationError):
             continue
         # What a leader stores is valid in turn.

@@ -290,12 +290,9 @@ DIFFERENCES: tuple[Difference, ...] = (
         api="DescribeConfigs",
         what="Topic configs of features Samsa lacks are not listed.",
         why=(
-            "Tiered storage (remote.storage.enable, remote.log.*, local.retention.*), the "
-            "replication throttles' replica lists and the message timestamp bounds "
-            "(message.timestamp.before/after.max.ms) are not topic configs here; "
-            "DescribeConfigs lists only what the broker acts on. So a record's timestamp is "
-            "never refused, where Kafka 4.3 refuses a CreateTime more than an hour ahead of its "
-            "clock (INVALID_TIMESTAMP, naming each such record)."
+            "Tiered storage (remote.storage.enable, remote.log.*, local.retention.*) and the "
+            "replication throttles' replica lists are not topic configs here; DescribeConfigs "
+            "lists only what the broker acts on."
         ),
         checks=tuple(
             f"describe_configs.topic.{n}"
@@ -304,8 +301,6 @@ DIFFERENCES: tuple[Difference, ...] = (
                 "leader.replication.throttled.replicas",
                 "local.retention.bytes",
                 "local.retention.ms",
-                "message.timestamp.after.max.ms",
-                "message.timestamp.before.max.ms",
                 "remote.log.copy.disable",
                 "remote.log.delete.on.disable",
                 "remote.storage.enable",

@@ -14,6 +14,8 @@ from samsa.config.topic import (
     COMPRESSION_TYPES,
     GZIP_LEVEL,
     LZ4_LEVEL,
+    TIMESTAMP_AFTER_MAX_MS,
+    TIMESTAMP_BEFORE_MAX_MS,
     TIMESTAMP_TYPES,
     ZSTD_LEVEL,
     LogConfig,
@@ -87,6 +89,12 @@ BROKER_CONFIG = ConfigDef(
             "CreateTime",
             choices=TIMESTAMP_TYPES,
             read_only=False,
+        ),
+        dataclasses.replace(
+            TIMESTAMP_BEFORE_MAX_MS, name="log.message.timestamp.before.max.ms", read_only=False
+        ),
+        dataclasses.replace(
+            TIMESTAMP_AFTER_MAX_MS, name="log.message.timestamp.after.max.ms", read_only=False
         ),
         ConfigKey(
             "log.cleanup.policy", "list", ["delete"], choices=CLEANUP_POLICIES, read_only=False

@@ -19,6 +19,11 @@ COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"
 GZIP_LEVEL = ConfigKey("compression.gzip.level", "int", -1, minimum=1, maximum=9, also=(-1,))
 LZ4_LEVEL = ConfigKey("compression.lz4.level", "int", 9, minimum=1, maximum=17)
 ZSTD_LEVEL = ConfigKey("compression.zstd.level", "int", 3, minimum=-131072, maximum=22)
+# KIP-937's bounds on a CreateTime record's distance from the broker's clock, with Kafka 4.3's
+# defaults: a record may be any age (Long.MAX_VALUE), and at most an hour ahead (KIP-1030's
+# default since Kafka 4.0, which also removed message.timestamp.difference.max.ms).
+TIMESTAMP_BEFORE_MAX_MS = ConfigKey("message.timestamp.before.max.ms", "long", LONG_MAX, minimum=0)
+TIMESTAMP_AFTER_MAX_MS = ConfigKey("message.timestamp.after.max.ms", "long", 3_600_000, minimum=0)
 
 # Topic key -> the broker key that supplies its default (Kafka's "synonyms").
 BROKER_SYNONYMS: dict[str, str] = {
@@ -33,6 +38,8 @@ BROKER_SYNONYMS: dict[str, str] = {
     "flush.ms": "log.flush.interval.ms",
     "index.interval.bytes": "log.index.interval.bytes",
     "max.message.bytes": "message.max.bytes",
+    "message.timestamp.after.max.ms": "log.message.timestamp.after.max.ms",
+    "message.timestamp.before.max.ms": "log.message.timestamp.before.max.ms",
     "message.timestamp.type": "log.message.timestamp.type",
     "min.cleanable.dirty.ratio": "log.cleaner.min.cleanable.ratio",
     "min.compaction.lag.ms": "log.cleaner.min.compaction.lag.ms",
@@ -61,6 +68,8 @@ TOPIC_CONFIG = ConfigDef(
         ConfigKey("flush.ms", "long", LONG_MAX, minimum=0),
         ConfigKey("index.interval.bytes", "int", 4096, minimum=0),
         ConfigKey("max.message.bytes", "int", 1_048_588, minimum=0),
+        TIMESTAMP_AFTER_MAX_MS,
+        TIMESTAMP_BEFORE_MAX_MS,
         ConfigKey("message.timestamp.type", "string", "CreateTime", choices=TIMESTAMP_TYPES),
         ConfigKey("min.cleanable.dirty.ratio", "double", 0.5, minimum=0, maximum=1),
         ConfigKey("min.compaction.lag.ms", "long", 0, minimum=0),
@@ -91,6 +100,8 @@ class LogConfig:
     retention_ms: int = 604_800_000
     max_message_bytes: int = 1_048_588
     message_timestamp_type: str = "CreateTime"
+    message_timestamp_before_max_ms: int = LONG_MAX
+    message_timestamp_after_max_ms: int = 3_600_000
     cleanup_policy: tuple[str, ...] = ("delete",)
     delete_retention_ms: int = 86_400_000
     file_delete_delay_ms: int = 60_000

@@ -3,8 +3,9 @@
 Kafka's MemoryRecords.filterTo: a batch's records are parsed only as far as the cleaner needs
 (offset, timestamp, key, whether there is a value), and a batch that loses records is rebuilt
 from the raw bytes of the ones it keeps.  The same parse serves a leader's record-level checks
-(samsa.log.record_validation: keys of compacted topics, the topic's codec).  Nothing here runs
-for an ordinary topic's produce or fetch.
+(samsa.log.record_validation: keys of compacted topics, timestamps out of a topic's bounds, the
+topic's codec).  Nothing here runs for an ordinary topic's fetch, nor for its produce unless a
+batch's header shows a timestamp out of bounds.
 """
 
 from __future__ import annotations
@@ -213,6 +214,14 @@ def delete_horizon(header: BatchHeader) -> int | None:
     return header.base_timestamp if header.attributes & DELETE_HORIZON_MASK else None
 
 
+def record_sizes(body: bytes, span: RecordSpan) -> tuple[int, int]:
+    """The key and value length fields of the record at `span` (negative for null)."""
+    _, pos = _get_varint(body, span.after_timestamp)  # the offset delta
+    key_length, pos = _get_varint(body, pos)
+    value_length, _ = _get_varint(body, pos + max(key_length, 0))
+    return key_length, value_length
+
+
 def record_timestamp(header: BatchHeader, span: RecordSpan) -> int:
     """The record's timestamp as consumers see it."""
     if header.timestamp_type == LOG_APPEND_TIME:
@@ -228,5 +237,6 @@ __all__ = [
     "parse_records",
     "rebuild_batch",
     "record_keys",
+    "record_sizes",
     "record_timestamp",
 ]

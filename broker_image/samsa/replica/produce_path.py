@@ -1,7 +1,8 @@
 """The produce path: a leader's appends of producers' batches, and the acks=all wait.
 
 ``append_records`` validates one partition's batches (one batch per partition, sizes, and for
-the topics that ask for it their records: keys of compacted topics, the topic's codec) and
+the topics and batches that ask for it their records: keys of compacted topics, timestamps
+out of the topic's bounds, the topic's codec) and
 appends them as leader; with acks=all its answer carries the offset the high watermark must
 reach, and ``wait_for_all_acks`` waits for the ISR to get there (Kafka's DelayedProduce).
 DescribeProducers reads the producer state these appends keep.
@@ -18,6 +19,7 @@ from samsa.log.producer_state import AppendOrigin, ProducerStateEntry
 from samsa.log.record_validation import (
     RecordValidationError,
     inspects_records,
+    timestamps_settled,
     validate_records,
 )
 from samsa.metadata.model import TopicPartition
@@ -95,8 +97,9 @@ class ProducePath(HostedPartitions):
                         "per partition",
                     )
                 headers = validate_batches(records, config.max_message_bytes)
-                if inspects_records(config):
-                    records, headers = validate_records(str(tp), records, headers, config)
+                now = self.now_ms()
+                if inspects_records(config) or not timestamps_settled(headers, config, now):
+                    records, headers = validate_records(str(tp), records, headers, config, now)
             except RecordValidationError as exc:
                 # As Kafka: the culprits named, and the partition's log start offset.
                 return ProducePartitionResponse(

@@ -57,6 +57,11 @@ def test_broker_values_become_topic_defaults() -> None:
         ({"log.message.timestamp.type": "WallClock"}, "log.message.timestamp.type"),
         ({"log.cleanup.policy": "delete,archive"}, "log.cleanup.policy"),
         ({"message.max.bytes": "200000000"}, "message.max.bytes"),
+        ({"log.message.timestamp.after.max.ms": "-5"}, "log.message.timestamp.after.max.ms"),
+        (
+            {"log.message.timestamp.difference.max.ms": "1000"},
+            "log.message.timestamp.difference.max.ms",
+        ),
     ],
 )
 def test_invalid_broker_settings_name_the_key(props: dict[str, str], key: str) -> None:
@@ -80,6 +85,10 @@ def test_invalid_broker_settings_name_the_key(props: dict[str, str], key: str) -
         ({"compression.lz4.level": "18"}, "compression.lz4.level"),
         ({"compression.zstd.level": "23"}, "compression.zstd.level"),
         ({"compression.zstd.level": "-131073"}, "compression.zstd.level"),
+        ({"message.timestamp.after.max.ms": "-1"}, "message.timestamp.after.max.ms"),
+        ({"message.timestamp.before.max.ms": "soon"}, "message.timestamp.before.max.ms"),
+        # Kafka 4.0 removed it (KIP-937 replaced it with before/after.max.ms): unknown.
+        ({"message.timestamp.difference.max.ms": "1000"}, "message.timestamp.difference.max.ms"),
         ({"nosuch.key": "1"}, "nosuch.key"),
     ],
 )
@@ -113,6 +122,24 @@ def test_compression_levels_as_kafka_defines_them() -> None:
     assert broker.log_config().compression_level == 12
     assert broker.log_config({"compression.zstd.level": "1"}).compression_level == 1
     assert LogConfig.from_props({"compression.type": "snappy"}).compression_level is None
+
+
+def test_timestamp_bounds_as_kafka_4_defines_them() -> None:
+    """KIP-937's bounds with Kafka 4's defaults (any age, at most an hour ahead); the
+    broker's log.message.timestamp.* are the topics' defaults."""
+    defaults = LogConfig.from_props({})
+    assert defaults.message_timestamp_before_max_ms == 2**63 - 1
+    assert defaults.message_timestamp_after_max_ms == 3_600_000
+    broker = KafkaConfig(
+        {
+            "log.message.timestamp.before.max.ms": "86400000",
+            "log.message.timestamp.after.max.ms": "60000",
+        }
+    )
+    log = broker.log_config({"message.timestamp.after.max.ms": "9223372036854775807"})
+    assert log.message_timestamp_before_max_ms == 86_400_000
+    assert log.message_timestamp_after_max_ms == 2**63 - 1
+    assert broker.log_config().message_timestamp_after_max_ms == 60_000
 
 
 def test_properties_file_syntax() -> None:

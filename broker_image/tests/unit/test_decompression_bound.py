@@ -52,7 +52,7 @@ resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
 headers = validate_batches(batch, 1_000_000)
 try:
     # what a produce to a compacted topic runs
-    validate_records("t-0", batch, headers, LogConfig(cleanup_policy=("compact",)))
+    validate_records("t-0", batch, headers, LogConfig(cleanup_policy=("compact",)), 0)
 except CorruptRecordError as exc:
     print("refused:", exc)
 """
@@ -80,7 +80,7 @@ def test_a_compacted_topics_key_check_still_reads_ordinary_batches() -> None:
     for codec in CODECS:
         batch = build_batch([(b"k", b"v" * 1000, [])] * 50, compression=codec)
         headers = validate_batches(batch, 1_000_000)
-        assert validate_records("t-0", batch, headers, COMPACTED)[0] is batch
+        assert validate_records("t-0", batch, headers, COMPACTED, 0)[0] is batch
 
 
 def test_a_record_declaring_more_headers_than_it_holds_is_refused_at_the_count() -> None:

@@ -1,5 +1,6 @@
-"""The record-level checks and conversions of a leader's append: a compacted topic's keys
-(KIP-467's record errors) and the topic's compression.type (recompression)."""
+"""The record-level checks and conversions of a leader's append: a compacted topic's keys and
+timestamps out of the topic's bounds (KIP-467's record errors), and the topic's
+compression.type (recompression)."""
 
 from __future__ import annotations
 
@@ -9,12 +10,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from samsa.config.defs import LONG_MAX
 from samsa.config.topic import LogConfig
 from samsa.log import Log
 from samsa.log.record_validation import (
     CODECS,
+    RecordError,
     RecordValidationError,
     inspects_records,
+    timestamps_settled,
     validate_records,
 )
 from samsa.protocol.errors import ErrorCode
@@ -50,6 +54,8 @@ ALL_CODECS = [
     COMPRESSION_ZSTD,
 ]
 TP = "orders-3"
+# The broker's clock in these checks: a little after producer_batch's timestamps.
+NOW = 1_700_000_060_000
 
 
 def producer_batch(codec: int = COMPRESSION_NONE, n: int = 5, **kwargs: object) -> bytes:
@@ -229,7 +235,9 @@ def test_the_topics_codec_is_applied_only_where_it_differs(name: str) -> None:
     config = LogConfig(compression_type=name)
     for source in ALL_CODECS:
         batch = producer_batch(source)
-        records, headers = validate_records(TP, batch, validate_batches(batch, 1 << 20), config)
+        records, headers = validate_records(
+            TP, batch, validate_batches(batch, 1 << 20), config, NOW
+        )
         if source == CODECS[name]:
             assert records is batch  # stored as sent, not re-encoded
         else:
@@ -240,7 +248,7 @@ def test_the_topics_codec_is_applied_only_where_it_differs(name: str) -> None:
 def test_control_batches_are_left_as_they_are() -> None:
     marker = hand_made([(0, 0)], attributes=CONTROL_MASK)
     config = LogConfig(compression_type="zstd", cleanup_policy=("compact",))
-    records, _ = validate_records(TP, marker, validate_batches(marker, 1 << 20), config)
+    records, _ = validate_records(TP, marker, validate_batches(marker, 1 << 20), config, NOW)
     assert records is marker
 
 
@@ -249,7 +257,7 @@ def test_keyless_records_of_a_compacted_topic_are_each_named() -> None:
     batch = build_batch(values, compression=COMPRESSION_LZ4)
     config = LogConfig(cleanup_policy=("compact",))
     with pytest.raises(RecordValidationError) as refused:
-        validate_records(TP, batch, validate_batches(batch, 1 << 20), config)
+        validate_records(TP, batch, validate_batches(batch, 1 << 20), config, NOW)
     exc = refused.value
     assert exc.code is ErrorCode.invalid_record
     assert [e.batch_index for e in exc.record_errors] == list(range(0, 100, 10))
@@ -274,11 +282,13 @@ def test_keyless_records_in_a_later_batch_are_found() -> None:
     keyed = build_batch([(b"k", b"v", [])] * 2)
     keyless = build_batch([(b"k", b"v", []), (None, b"v", [])], compression=COMPRESSION_LZ4)
     config = LogConfig(cleanup_policy=("compact",))
-    records, _ = validate_records(TP, keyed, [read_batch_header(keyed)], config)
+    records, _ = validate_records(TP, keyed, [read_batch_header(keyed)], config, NOW)
     assert records is keyed
     both = keyed + keyless
     with pytest.raises(RecordValidationError) as refused:
-        validate_records(TP, both, [read_batch_header(keyed), read_batch_header(keyless)], config)
+        validate_records(
+            TP, both, [read_batch_header(keyed), read_batch_header(keyless)], config, NOW
+        )
     assert [e.batch_index for e in refused.value.record_errors] == [1]
 
 
@@ -286,7 +296,7 @@ def test_a_compacted_topic_with_a_codec_checks_keys_before_converting() -> None:
     batch = build_batch([(b"k", b"v", []), (None, b"v", [])])
     config = LogConfig(cleanup_policy=("compact",), compression_type="gzip")
     with pytest.raises(RecordValidationError):
-        validate_records(TP, batch, validate_batches(batch, 1 << 20), config)
+        validate_records(TP, batch, validate_batches(batch, 1 << 20), config, NOW)
 
 
 def test_a_batch_too_large_once_recompressed_is_refused() -> None:
@@ -294,7 +304,7 @@ def test_a_batch_too_large_once_recompressed_is_refused() -> None:
     raw = build_batch([(b"k", bytes(range(256)) * 4, [])] * 4)
     config = LogConfig(compression_type="uncompressed", max_message_bytes=len(raw) - 1)
     with pytest.raises(RecordTooLargeError):
-        validate_records(TP, batch, validate_batches(batch, 1 << 20), config)
+        validate_records(TP, batch, validate_batches(batch, 1 << 20), config, NOW)
 
 
 def test_a_records_section_that_does_not_parse_is_corrupt() -> None:
@@ -309,7 +319,9 @@ def test_a_records_section_that_does_not_parse_is_corrupt() -> None:
         records=good[61:-3],
     )
     with pytest.raises(CorruptRecordError):
-        validate_records(TP, bad, validate_batches(bad, 1 << 20), LogConfig(compression_type="lz4"))
+        validate_records(
+            TP, bad, validate_batches(bad, 1 << 20), LogConfig(compression_type="lz4"), NOW
+        )
 
 
 def test_a_batch_already_in_the_topics_codec_is_stored_unread() -> None:
@@ -325,7 +337,7 @@ def test_a_batch_already_in_the_topics_codec_is_stored_unread() -> None:
         records=compress(COMPRESSION_GZIP, b"not records"),
     )
     config = LogConfig(compression_type="gzip")
-    records, _ = validate_records(TP, unread, validate_batches(unread, 1 << 20), config)
+    records, _ = validate_records(TP, unread, validate_batches(unread, 1 << 20), config, NOW)
     assert records is unread
 
 
@@ -344,7 +356,7 @@ def test_the_log_stores_the_converted_batch_with_offsets_and_log_append_time(
     plog = Log.open(tmp_path / "orders-3", config, now_ms=lambda: 1_900_000_000_000)
     plog.append_as_leader(build_batch([(b"a", b"1", [])]), 0)
     sent = producer_batch(COMPRESSION_GZIP, transactional=False)
-    records, headers = validate_records(TP, sent, validate_batches(sent, 1 << 20), config)
+    records, headers = validate_records(TP, sent, validate_batches(sent, 1 << 20), config, NOW)
     info = plog.append_as_leader(records, 4, headers)
     assert info.first_offset == 1 and info.log_append_time == 1_900_000_000_000
     stored = plog.read(1, 1 << 20).records
@@ -357,4 +369,198 @@ def test_the_log_stores_the_converted_batch_with_offsets_and_log_append_time(
     assert [r.timestamp for r in decoded] == [1_900_000_000_000] * 5
     assert [(r.key, r.value, r.headers) for r in decoded] == [
         (r.key, r.value, r.headers) for r in decode_records(sent)
+    ]
+
+
+# -- timestamps out of the topic's bounds (message.timestamp.before/after.max.ms) -----------
+
+HOUR = 3_600_000
+
+
+def timed_batch(
+    timestamps: list[int], codec: int = COMPRESSION_NONE, keyless: tuple[int, ...] = ()
+) -> bytes:
+    records = [(None if i in keyless else b"k%d" % i, b"v", []) for i in range(len(timestamps))]
+    return build_batch(records, 500, timestamps=timestamps, compression=codec)
+
+
+def refused_by(batch: bytes, config: LogConfig, now: int = NOW) -> RecordValidationError:
+    with pytest.raises(RecordValidationError) as refused:
+        validate_records(TP, batch, validate_batches(batch, 1 << 20), config, now)
+    return refused.value
+
+
+def out_of_range(ts: int, offset: int, low: int, high: int) -> str:
+    """Kafka's LogValidator.validateTimestamp on a record out of range."""
+    return (
+        f"Timestamp {ts} of message with offset {offset} is out of range. The timestamp "
+        f"should be within [{low}, {high}]"
+    )
+
+
+@pytest.mark.parametrize("codec", [COMPRESSION_NONE, COMPRESSION_ZSTD])
+def test_records_over_an_hour_ahead_are_each_named(codec: int) -> None:
+    """Kafka's default after.max.ms: the records two hours ahead fail, the others with them
+    (the batch is refused whole), each named with its offset in the batch as sent."""
+    ahead = NOW + 2 * HOUR
+    timestamps = [NOW - 5, ahead, NOW, ahead + 7, NOW + HOUR, NOW + HOUR + 1]
+    exc = refused_by(timed_batch(timestamps, codec), LogConfig())
+    assert exc.code is ErrorCode.invalid_timestamp
+    assert exc.message == "One or more records have been rejected due to invalid timestamp"
+    low, high = NOW - LONG_MAX, NOW + HOUR
+    assert exc.record_errors == [
+        RecordError(1, out_of_range(ahead, 501, low, high)),
+        RecordError(3, out_of_range(ahead + 7, 503, low, high)),
+        RecordError(5, out_of_range(NOW + HOUR + 1, 505, low, high)),
+    ]
+
+
+def test_negative_deltas_put_records_behind_the_first() -> None:
+    """The first record ahead and the later ones back to now (deltas below zero, as Kafka
+    Streams forwards event times): only the ones ahead are named."""
+    ahead = NOW + 3 * HOUR
+    timestamps = [ahead, NOW - 40, ahead - 2 * HOUR, NOW - 3 * HOUR, ahead + 1]
+    exc = refused_by(timed_batch(timestamps), LogConfig())
+    assert [e.batch_index for e in exc.record_errors] == [0, 4]
+    assert f"Timestamp {ahead} of message with offset 500 " in exc.record_errors[0].message
+
+
+def test_a_finite_before_max_ms_names_the_records_too_old() -> None:
+    config = LogConfig(message_timestamp_before_max_ms=HOUR)
+    assert inspects_records(config)  # the smallest timestamp is not in the header
+    timestamps = [NOW, NOW - HOUR, NOW - HOUR - 1, NOW + 2 * HOUR, NOW - 10 * HOUR]
+    exc = refused_by(timed_batch(timestamps, COMPRESSION_LZ4), config)
+    assert exc.code is ErrorCode.invalid_timestamp
+    low, high = NOW - HOUR, NOW + HOUR
+    assert exc.record_errors == [
+        RecordError(2, out_of_range(NOW - HOUR - 1, 502, low, high)),
+        RecordError(3, out_of_range(NOW + 2 * HOUR, 503, low, high)),
+        RecordError(4, out_of_range(NOW - 10 * HOUR, 504, low, high)),
+    ]
+    fine = timed_batch([NOW - HOUR, NOW, NOW + HOUR])
+    assert validate_records(TP, fine, validate_batches(fine, 1 << 20), config, NOW)[0] is fine
+
+
+def test_bounds_at_long_max_refuse_nothing_and_are_described_as_kafka_wraps_them() -> None:
+    """after.max.ms = Long.MAX_VALUE (what a campaign that moves clocks sets): any time
+    ahead passes; a finite before.max.ms still refuses, its message showing now + after as
+    Java's long arithmetic wraps it."""
+    config = LogConfig(message_timestamp_after_max_ms=LONG_MAX)
+    far = timed_batch([NOW + 1000 * 24 * HOUR, NOW])
+    headers = validate_batches(far, 1 << 20)
+    assert timestamps_settled(headers, config, NOW)
+    config = LogConfig(message_timestamp_after_max_ms=LONG_MAX, message_timestamp_before_max_ms=0)
+    exc = refused_by(timed_batch([NOW - 1, NOW + 1000 * 24 * HOUR]), config)
+    assert exc.record_errors == [
+        RecordError(0, out_of_range(NOW - 1, 500, NOW, NOW + LONG_MAX - 2**64)),
+    ]
+
+
+def test_records_without_a_timestamp_pass() -> None:
+    """A record at -1 (NO_TIMESTAMP, a v0 client's) is never out of range."""
+    config = LogConfig(message_timestamp_before_max_ms=0, message_timestamp_after_max_ms=0)
+    batch = timed_batch([-1, -1])
+    assert validate_records(TP, batch, validate_batches(batch, 1 << 20), config, NOW)[0] is batch
+
+
+@pytest.mark.parametrize(
+    ("codec", "shown"),
+    [
+        # Kafka reads an uncompressed batch's records whole (DefaultRecord: a null key shows
+        # as 0 bytes), a compressed one kept in its codec without its keys and values
+        # (PartialDefaultRecord: the length fields, -1 for null).
+        (COMPRESSION_NONE, "DefaultRecord(offset=%d, timestamp=%d, key=%d bytes, value=3 bytes)"),
+        (
+            COMPRESSION_GZIP,
+            "PartialDefaultRecord(offset=%d, timestamp=%d, key=%d bytes, value=3 bytes)",
+        ),
+    ],
+)
+def test_a_batch_its_producer_marked_log_append_time_is_refused(codec: int, shown: str) -> None:
+    """On a LogAppendTime topic every record of it is named; on a CreateTime topic its
+    records carry its max timestamp, checked against the bounds like any other."""
+    batch = bytearray(
+        build_batch([(b"key", b"abc", []), (None, b"abc", [])], 10, NOW, compression=codec)
+    )
+    set_log_append_time(batch, 0, NOW + 5)
+    null_key = -1 if codec != COMPRESSION_NONE else 0
+    exc = refused_by(bytes(batch), LogConfig(message_timestamp_type="LogAppendTime"))
+    assert exc.code is ErrorCode.invalid_timestamp
+    assert exc.record_errors == [
+        RecordError(
+            i,
+            f"Invalid timestamp type in message {shown % (10 + i, NOW + 5, key)}. Producer "
+            "should not set timestamp type to LogAppendTime.",
+        )
+        for i, key in enumerate((3, null_key))
+    ]
+    # In range on a CreateTime topic: stored as sent.
+    stored, _ = validate_records(
+        TP, bytes(batch), validate_batches(batch, 1 << 20), LogConfig(), NOW
+    )
+    assert stored == batch
+    # Ahead: each record, at the batch's max timestamp, is out of range.
+    set_log_append_time(batch, 0, NOW + 2 * HOUR)
+    exc = refused_by(bytes(batch), LogConfig())
+    assert [e.batch_index for e in exc.record_errors] == [0, 1]
+    assert exc.record_errors[1].message.startswith(
+        f"Timestamp {NOW + 2 * HOUR} of message with offset 11 "
+    )
+    # Without a timestamp (-1) it is the timestamp type that is refused.
+    set_log_append_time(batch, 0, -1)
+    exc = refused_by(bytes(batch), LogConfig())
+    assert exc.record_errors[0].message.startswith("Invalid timestamp type in message ")
+
+
+def test_the_header_settles_the_defaults_without_reading_records() -> None:
+    """At Kafka's defaults a batch whose max timestamp is within the hour ahead is stored
+    unread: records that would not even parse go through.  One whose header shows a record
+    ahead is read (and here found corrupt)."""
+    good = hand_made([(0, 0), (0, 1)], COMPRESSION_GZIP)
+    header = read_batch_header(good)
+
+    def with_max_timestamp(max_timestamp: int) -> bytes:
+        fields = {
+            f: getattr(header, f)
+            for f in header._fields
+            if f not in ("batch_length", "magic", "crc", "max_timestamp")
+        }
+        return assemble_batch(
+            **fields,
+            max_timestamp=max_timestamp,
+            records=compress(COMPRESSION_GZIP, b"not records"),
+        )
+
+    config = LogConfig()
+    assert not inspects_records(config)
+    unread = with_max_timestamp(NOW + HOUR)
+    headers = validate_batches(unread, 1 << 20)
+    assert timestamps_settled(headers, config, NOW)
+    assert validate_records(TP, unread, headers, config, NOW)[0] is unread
+    ahead = with_max_timestamp(NOW + HOUR + 1)
+    headers = validate_batches(ahead, 1 << 20)
+    assert not timestamps_settled(headers, config, NOW)
+    with pytest.raises(CorruptRecordError):
+        validate_records(TP, ahead, headers, config, NOW)
+    # A LogAppendTime topic reads only a batch its producer marked LogAppendTime.
+    log_append = LogConfig(message_timestamp_type="LogAppendTime")
+    assert timestamps_settled(validate_batches(ahead, 1 << 20), log_append, NOW)
+    marked = bytearray(ahead)
+    set_log_append_time(marked, 0, NOW)
+    assert not timestamps_settled(validate_batches(marked, 1 << 20), log_append, NOW)
+
+
+def test_a_compacted_topic_names_keyless_records_and_those_ahead_as_invalid_timestamp() -> None:
+    """Kafka checks a record's key, then its timestamp: one error per record, and any
+    timestamp among them makes the batch's error INVALID_TIMESTAMP."""
+    ahead = NOW + 2 * HOUR
+    batch = timed_batch([NOW, ahead, NOW, ahead], COMPRESSION_LZ4, keyless=(2, 3))
+    exc = refused_by(batch, LogConfig(cleanup_policy=("compact",)))
+    assert exc.code is ErrorCode.invalid_timestamp
+    assert exc.message == "One or more records have been rejected due to invalid timestamp"
+    no_key = f"Compacted topic cannot accept message without key in topic partition {TP}"
+    assert exc.record_errors == [
+        RecordError(1, out_of_range(ahead, 501, NOW - LONG_MAX, NOW + HOUR)),
+        RecordError(2, no_key),
+        RecordError(3, no_key),
     ]
