@@ -30,8 +30,15 @@ DIFFERENCES: tuple[Difference, ...] = (
             "Message format v0/v1 is refused with INVALID_RECORD, as Kafka 4 does. A topic "
             "whose `compression.type` names a codec (not `producer`, the default) has a batch "
             "sent with another codec re-encoded with its own, as Kafka does; a compacted topic "
-            "reads each batch's records for their keys."
+            "reads each batch's records for their keys, and a batch whose header shows a record "
+            "further ahead than message.timestamp.after.max.ms (or any batch, on a topic with a "
+            "finite message.timestamp.before.max.ms) has its records read for their "
+            "timestamps. A batch its producer marked LogAppendTime (no client does) is refused "
+            "record by record on a LogAppendTime topic, as in Kafka, but stored as sent on a "
+            "CreateTime topic whose bounds its max timestamp is within, where Kafka stores it "
+            "as CreateTime."
         ),
+        checks=("produce.timestamp.stored_marked",),
     ),
     Difference(
         api="Fetch",

@@ -9,6 +9,11 @@ Kafka's own kafka-dump-log (DumpLogSegments, which decompresses each record) bot
 A batch of 100 records to a compacted topic, every tenth without a key: librdkafka and the
 Java producer fail exactly those ten as invalid, and the others as part of a failed batch, as
 they do against Apache Kafka (tests/compat/test_compat_compression.py compares the two).
+The same batch with every tenth record two hours ahead of the brokers' clocks, where Kafka's
+default message.timestamp.after.max.ms is an hour: the broker's error is INVALID_TIMESTAMP, and
+those ten fail (INVALID_RECORD in librdkafka, which gives every named record that code, and
+InvalidRecordException with Kafka's message in the Java producer); the others can be sent
+again, and a topic that takes any time ahead stores them all.
 """
 
 from __future__ import annotations
@@ -282,6 +287,98 @@ def test_the_java_producer_fails_only_the_keyless_records(
         found
     )
     others = {r for i, r in enumerate(found) if i not in invalid}
+    assert others == {
+        "KafkaException: Failed to append record because it was part of a batch which had one "
+        "more more invalid records"
+    }
+
+
+# -- KIP-467 and KIP-937: records too far ahead of the leader's clock ---------------------------
+
+AHEAD_MS = 2 * 3_600_000  # past Kafka's default message.timestamp.after.max.ms, an hour
+
+
+@pytest.fixture(scope="module")
+def bounded(samsa_cluster: LocalCluster) -> dict[str, str]:
+    """A topic at Kafka's default bounds, and one that takes any time ahead."""
+    topics = {"record-errors-ahead": {}, "record-errors-any-time": {}}
+    topics["record-errors-any-time"] = {"message.timestamp.after.max.ms": str(2**63 - 1)}
+    create(samsa_cluster.bootstrap_servers, topics)
+    return {"default": "record-errors-ahead", "any": "record-errors-any-time"}
+
+
+def send_ahead(bootstrap: str, topic: str, indexes: list[int]) -> list[KafkaError | None]:
+    """One librdkafka batch of these records (key k<i>), every tenth two hours ahead of now:
+    what each one's delivery report said."""
+    reports: list[KafkaError | None] = []
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 2000, "acks": "all"})
+    now = int(time.time() * 1000)
+    for i in indexes:
+        p.produce(
+            topic,
+            key=f"k{i}".encode(),
+            value=b"v",
+            partition=0,
+            timestamp=now + AHEAD_MS if i % 10 == 0 else now,
+            on_delivery=lambda err, _msg: reports.append(err),
+        )
+    assert p.flush(60) == 0
+    return reports
+
+
+def high_watermark(bootstrap: str, topic: str) -> int:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "record-errors-ahead"})
+    try:
+        return int(c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1])
+    finally:
+        c.close()
+
+
+def test_librdkafka_fails_only_the_records_two_hours_ahead(
+    samsa_cluster: LocalCluster, bounded: dict[str, str]
+) -> None:
+    bootstrap, topic = samsa_cluster.bootstrap_servers, bounded["default"]
+    sent = send_ahead(bootstrap, topic, list(range(100)))
+    codes = [None if e is None else e.code() for e in sent]
+    # librdkafka gives each named record INVALID_RECORD, whatever the batch's error (against
+    # Kafka too: tests/compat/test_compat_compression.py), and its message.
+    assert [i for i, c in enumerate(codes) if c == KafkaError.INVALID_RECORD] == list(
+        range(0, 100, 10)
+    ), codes
+    invalid_different_record = -138
+    assert Counter(codes) == {KafkaError.INVALID_RECORD: 10, invalid_different_record: 90}
+    assert high_watermark(bootstrap, topic) == 0  # the batch was refused whole
+    # The others, sent again (as an application does with _INVALID_DIFFERENT_RECORD), go in.
+    again = [i for i, c in enumerate(codes) if c == invalid_different_record]
+    assert send_ahead(bootstrap, topic, again) == [None] * 90
+    assert high_watermark(bootstrap, topic) == 90
+    # A topic that takes any time ahead stores the whole batch.
+    assert send_ahead(bootstrap, bounded["any"], list(range(100))) == [None] * 100
+
+
+def test_the_java_producer_fails_only_the_records_two_hours_ahead(
+    samsa_cluster: LocalCluster, bounded: dict[str, str]
+) -> None:
+    found = java(
+        "ahead",
+        "--bootstrap",
+        samsa_cluster.bootstrap_servers,
+        "--topic",
+        bounded["default"],
+        "--count",
+        "100",
+        "--ahead-ms",
+        str(AHEAD_MS),
+    )["results"]
+    # Several records refused: each one an InvalidRecordException with Kafka's message.
+    refused = re.compile(
+        r"InvalidRecordException: Timestamp \d+ of message with offset (\d+) is out of range\. "
+        r"The timestamp should be within \[-\d+, \d+\]"
+    )
+    named = [i for i, r in enumerate(found) if refused.fullmatch(r)]
+    assert named == list(range(0, 100, 10)), found
+    assert all(refused.fullmatch(found[i])[1] == str(i) for i in named), found  # type: ignore[index]
+    others = {r for i, r in enumerate(found) if i not in named}
     assert others == {
         "KafkaException: Failed to append record because it was part of a batch which had one "
         "more more invalid records"

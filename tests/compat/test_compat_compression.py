@@ -1,12 +1,15 @@
 """The differential suite on what a broker does inside a producer's batch: the topic's
 compression.type (and KIP-390's levels), as configs accepted, refused and described, and as
-the codec the stored batches carry; and KIP-467's record errors, in the raw Produce response
-and as librdkafka and the Java producer report them record by record.
+the codec the stored batches carry; KIP-937's timestamp bounds as configs; and KIP-467's record
+errors (keyless records of a compacted topic, timestamps out of the bounds, batches marked
+LogAppendTime by their producer), in the raw Produce response and as librdkafka and the Java
+producer report them record by record.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import time
 from collections import Counter
@@ -27,6 +30,7 @@ from samsa.protocol.record_batch import (
     build_batch,
     decode_records,
     scan_batches,
+    set_log_append_time,
 )
 from samsa_dev.kafka import java_program
 
@@ -310,3 +314,177 @@ def test_clients_fail_only_the_keyless_records(pair: Comparison) -> None:
         "InvalidRecordException": 10,
         "KafkaException": 90,
     }, theirs
+
+
+# -- KIP-937's timestamp bounds, and the records they refuse ---------------------------------------
+
+BOUNDS = ("message.timestamp.before.max.ms", "message.timestamp.after.max.ms")
+BROKER_BOUNDS = tuple(f"log.{key}" for key in BOUNDS)
+LONG_MAX = 2**63 - 1
+HOUR_MS = 3_600_000
+
+
+def test_the_timestamp_bounds_are_topic_and_broker_configs(pair: Comparison) -> None:
+    """Kafka 4's defaults, a topic's own values over the broker's, the same values refused,
+    and message.timestamp.difference.max.ms, which Kafka 4 removed, unknown to both as a
+    topic config."""
+    plain, own = name(), name()
+    for s in (pair.kafka, pair.samsa):
+        create(s, plain)
+        create(s, own, configs={BOUNDS[0]: "86400000", BOUNDS[1]: str(LONG_MAX)})
+    pair.same("timestamp_bounds.describe", lambda s: describe(s, TOPIC, plain, BOUNDS))
+    pair.same("timestamp_bounds.describe", lambda s: describe(s, TOPIC, own, BOUNDS))
+    pair.same("timestamp_bounds.broker", lambda s: describe(s, BROKER, "0", BROKER_BOUNDS))
+    for key in BROKER_BOUNDS:
+        pair.same("timestamp_bounds.broker_alter", lambda s: alter(s, BROKER, "0", key, "60000"))
+    for value in ("-1", "soon", "9223372036854775808"):
+        for key in BOUNDS:
+            check = f"timestamp_bounds.refused.{key}={value}"
+            pair.same(check, lambda s: alter(s, TOPIC, plain, key, value))
+            pair.same(check, lambda s: alter(s, BROKER, "0", f"log.{key}", value))
+    gone = "message.timestamp.difference.max.ms"
+    pair.same("timestamp_bounds.removed", lambda s: alter(s, TOPIC, plain, gone, "1000"))
+    pair.same("timestamp_bounds.removed", lambda s: create_result(s, name(), {gone: "1"}, True)[:2])
+
+
+_BOUNDS_SHOWN = re.compile(r"within \[(-?\d+), (-?\d+)\]")
+
+
+def _java_long(value: int) -> int:
+    return (value + 2**63) % 2**64 - 2**63
+
+
+def bounds_shown(message: str, before: int, after: int, t0: int, t1: int) -> str:
+    """`message` with the range it shows, [now - before, now + after] at the broker's clock
+    when it checked (wrapped as Java's longs), written as "[now-B, now+A]" once checked to be
+    that range for a `now` within [t0, t1]."""
+
+    def shown(match: re.Match[str]) -> str:
+        low, high = int(match[1]), int(match[2])
+        now = _java_long(high - after)
+        assert t0 <= now <= t1 and low == _java_long(now - before), (message, t0, t1)
+        return f"within [now-{before}, now+{after}]"
+
+    return _BOUNDS_SHOWN.sub(shown, message)
+
+
+def produce_judged(s: System, topic: str, records: bytes, before: int, after: int) -> Any:
+    """produce(), each record error's range checked against the broker's clock at the time."""
+    t0 = int(time.time() * 1000) - 1000
+    answer = produce(s, topic, records)
+    t1 = int(time.time() * 1000) + 1000
+    errors = answer.get("record_errors") or []
+    answer["record_errors"] = [
+        {**e, "batch_index_error_message": bounds_shown(
+            e["batch_index_error_message"] or "", before, after, t0, t1)}
+        for e in errors
+    ]  # fmt: skip
+    return answer
+
+
+def ahead_batch(codec: int, keyless: bool = False, count: int = 30) -> bytes:
+    """Every tenth record two hours ahead (a negative delta back to now after it); with
+    `keyless`, every seventh without a key."""
+    timestamps = [NOW_MS + 2 * HOUR_MS if i % 10 == 3 else NOW_MS + i for i in range(count)]
+    records = [
+        (None if keyless and i % 7 == 0 else f"k{i}".encode(), f"v-{i}".encode(), [])
+        for i in range(count)
+    ]
+    return build_batch(records, timestamps=timestamps, compression=codec)
+
+
+def test_records_out_of_the_topics_bounds_are_each_named(pair: Comparison) -> None:
+    plain, aged, compacted, appended = name(), name(), name(), name()
+    for s in (pair.kafka, pair.samsa):
+        create(s, plain)
+        create(s, aged, configs={BOUNDS[0]: str(HOUR_MS), "compression.type": "zstd"})
+        create(s, compacted, configs={"cleanup.policy": "compact"})
+        create(s, appended, configs={"message.timestamp.type": "LogAppendTime"})
+    default = (LONG_MAX, HOUR_MS)
+    for codec in (COMPRESSION_NONE, COMPRESSION_LZ4):
+        batch = ahead_batch(codec)
+        check = "produce.timestamp.ahead"
+        pair.same(check, lambda s: produce_judged(s, plain, batch, *default))
+        pair.same(check, lambda s: produce_judged(s, aged, batch, HOUR_MS, HOUR_MS))
+        old = build_batch(
+            [(b"k", b"v", [])] * 3, timestamps=[NOW_MS, NOW_MS - 2 * HOUR_MS, NOW_MS - 1]
+        )
+        check = "produce.timestamp.behind"
+        pair.same(check, lambda s: produce_judged(s, aged, old, HOUR_MS, HOUR_MS))
+        pair.same(check, lambda s: produce_judged(s, plain, old, *default)["error_code"])
+        mixed = ahead_batch(codec, keyless=True)
+        check = "produce.timestamp.compacted"
+        pair.same(check, lambda s: produce_judged(s, compacted, mixed, *default))
+        # A batch its producer marked LogAppendTime: each record named on a LogAppendTime
+        # topic; on a CreateTime one checked at the batch's max timestamp, or refused at -1.
+        for max_timestamp, topic in ((NOW_MS, appended), (-1, plain), (NOW_MS, plain)):
+            marked = bytearray(
+                build_batch(
+                    [(b"key", b"abc", []), (None, b"", [])] * 2,
+                    timestamp_ms=NOW_MS,
+                    compression=codec,
+                )
+            )
+            set_log_append_time(marked, 0, max_timestamp)
+            check = "produce.timestamp.log_append_time"
+            pair.same(check, lambda s: produce_judged(s, topic, bytes(marked), *default))
+    for topic in (aged, compacted, appended):
+        pair.same("produce.timestamp.stored", lambda s: stored(s, topic))
+    # Where the marked batch went in (a listed difference: Samsa keeps the mark).
+    pair.same("produce.timestamp.stored_marked", lambda s: stored(s, plain))
+
+
+def librdkafka_ahead(s: System, topic: str) -> Any:
+    """librdkafka's 100 records in one batch, every tenth two hours ahead: each one's report."""
+    reports: list[Any] = []
+    producer = Producer(
+        {"bootstrap.servers": s.bootstrap, "linger.ms": 2000, "message.timeout.ms": 30000}
+    )
+    now = int(time.time() * 1000)
+    for i in range(100):
+        producer.produce(
+            topic,
+            key=f"k{i}".encode(),
+            value=b"v",
+            partition=0,
+            timestamp=now + 2 * HOUR_MS if i % 10 == 0 else now,
+            on_delivery=lambda err, _msg: reports.append(
+                None if err is None else (err.code(), err.str())
+            ),
+        )
+    assert producer.flush(40) == 0
+    return reports
+
+
+def java_ahead(s: System, topic: str, count: int) -> Any:
+    args = ["ahead", "--bootstrap", s.bootstrap, "--topic", topic, "--count", str(count)]
+    done = subprocess.run(
+        java_program(PRODUCE_CHECKS, [*args, "--ahead-ms", str(2 * HOUR_MS)], heap="256m"),
+        capture_output=True,
+        text=True,
+        timeout=180,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = json.loads(done.stdout.strip().splitlines()[-1])["results"]
+    # The records' timestamps and the broker's range are the clocks': their shape only.
+    return [re.sub(r"-?\d{6,}", "<ms>", r) for r in results]
+
+
+def test_clients_fail_only_the_records_ahead(pair: Comparison) -> None:
+    topic = name()
+    for s in (pair.kafka, pair.samsa):
+        create(s, topic)
+    theirs, _ = pair.same("clients.librdkafka_ahead", lambda s: librdkafka_ahead(s, topic))
+    # What the comparisons rest on: librdkafka fails the records ahead as invalid records ...
+    assert [i for i, r in enumerate(theirs) if r and r[0] == KafkaError.INVALID_RECORD] == list(
+        range(0, 100, 10)
+    ), theirs
+    # ... and the Java producer with Kafka's message, as InvalidRecordException when several
+    # are named, as the batch's own InvalidTimestampException when one is.
+    for count, named in ((100, "InvalidRecordException"), (5, "InvalidTimestampException")):
+        theirs, _ = pair.same("clients.java_ahead", lambda s: java_ahead(s, topic, count))
+        assert Counter(r.split(":")[0] for r in theirs) == {
+            named: (count + 9) // 10,
+            "KafkaException": count - (count + 9) // 10,
+        }, theirs

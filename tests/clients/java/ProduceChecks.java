@@ -11,6 +11,9 @@
 //       a producer sends N records in one batch (a long linger and a large batch size), every
 //       tenth without a key; what each record's callback got: "ok" or the exception's class and
 //       message
+//   ahead --bootstrap B --topic T --count N --ahead-ms A
+//       the same, every record with a key and every tenth with a timestamp A ms ahead of the
+//       producer's clock
 //
 // Every wait is bounded.
 
@@ -48,7 +51,8 @@ public class ProduceChecks {
         }
         Map<String, Object> out = switch (argv[0]) {
             case "codecs" -> codecs(flags);
-            case "keyless" -> keyless(flags);
+            case "keyless" -> oneBatch(flags, 0);
+            case "ahead" -> oneBatch(flags, Long.parseLong(flags.get("ahead-ms")));
             default -> throw new IllegalArgumentException("unknown scenario " + argv[0]);
         };
         System.out.println(new ObjectMapper().writeValueAsString(out));
@@ -133,9 +137,10 @@ public class ProduceChecks {
         return rows;
     }
 
-    // -- keyless -------------------------------------------------------------------------------
+    // -- keyless, ahead -------------------------------------------------------------------------
 
-    static Map<String, Object> keyless(Map<String, String> flags) throws Exception {
+    // Every tenth record without a key (aheadMs 0), or with a timestamp aheadMs ahead.
+    static Map<String, Object> oneBatch(Map<String, String> flags, long aheadMs) throws Exception {
         String bootstrap = flags.get("bootstrap");
         String topic = flags.get("topic");
         int count = Integer.parseInt(flags.get("count"));
@@ -147,8 +152,10 @@ public class ProduceChecks {
         try (KafkaProducer<String, String> producer = producer(bootstrap, oneBatch)) {
             List<Future<RecordMetadata>> sent = new ArrayList<>();
             for (int i = 0; i < count; i++) {
-                String key = i % 10 == 0 ? null : "k" + i;
-                sent.add(producer.send(new ProducerRecord<>(topic, 0, key, "v-" + i)));
+                boolean tenth = i % 10 == 0;
+                String key = tenth && aheadMs == 0 ? null : "k" + i;
+                Long timestamp = tenth && aheadMs != 0 ? System.currentTimeMillis() + aheadMs : null;
+                sent.add(producer.send(new ProducerRecord<>(topic, 0, timestamp, key, "v-" + i)));
             }
             producer.flush();
             for (Future<RecordMetadata> f : sent) {
