@@ -1,7 +1,8 @@
 """`python -m bench [components|peers] ...`: every benchmark, or one family of them.
 
 - ``components [--quick] [--only NAME]``: each part of Samsa on its own (broker core, consumer
-  groups, the log cleaner, Spark reads), each beside its baseline from the same run;
+  groups, the log cleaner, recompression, Spark reads), each beside its baseline from the same
+  run;
 - ``peers [...]``: Samsa (3 brokers, RF=3, acks=all and acks=1) beside Apache Kafka, NATS
   JetStream and Redis Streams: throughput, end-to-end latency and failover (see ``bench.peers``).
 
@@ -19,6 +20,7 @@ from bench import (
     broker_core,
     cleaner,
     cold_start,
+    compression,
     failover,
     groups,
     operations,
@@ -62,6 +64,12 @@ COMPONENTS: dict[str, tuple[str, Callable[[bool], list[Row]]]] = {
         "Security: one broker, librdkafka, 1 KB records, 6 partitions; PLAINTEXT beside "
         "SASL_SSL with SCRAM-SHA-512",
         security.run,
+    ),
+    "compression": (
+        "Compression: one broker, librdkafka, 1 KB log-like records sent uncompressed, "
+        "6 partitions, acks=1; stored as sent beside the broker recompressing with each "
+        "topic compression.type",
+        compression.run,
     ),
     "transactions": (
         "Transactions: one broker, librdkafka, 1 KB records, 6 partitions, acks=all; "

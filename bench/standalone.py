@@ -60,14 +60,22 @@ def run_client(*args: str) -> dict[str, Any]:
 
 
 def produce_backlog(
-    bootstrap: str, topic: str, count: int, size: int, acks: str = "1", idempotence: bool = False
+    bootstrap: str,
+    topic: str,
+    count: int,
+    size: int,
+    acks: str = "1",
+    idempotence: bool = False,
+    compressible: bool = False,
 ) -> dict[str, Any]:
-    """`count` records of `size` bytes, round-robin over the topic's partitions."""
+    """`count` records of `size` bytes, round-robin over the topic's partitions; random bytes,
+    or with `compressible` text that compresses as log lines do."""
     return run_client(
         "produce",
         *("--endpoint", bootstrap, "--stream", topic, "--count", str(count)),
         *("--size", str(size), "--acks", acks),
         *(["--idempotence"] if idempotence else []),
+        *(["--compressible"] if compressible else []),
     )
 
 
@@ -78,7 +86,9 @@ def consume_backlog(bootstrap: str, topic: str, count: int) -> dict[str, Any]:
     )
 
 
-def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+def create_topic(
+    bootstrap: str, topic: str, partitions: int, config: dict[str, str] | None = None
+) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    for fut in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
+    for fut in admin.create_topics([NewTopic(topic, partitions, 1, config=config or {})]).values():
         fut.result(30)

@@ -29,11 +29,19 @@ GROUP = "chaos-group"
 CLIENT_LOG = logging.getLogger("chaos.clients")
 
 
+# The campaign steps brokers' clocks back by up to six hours (chaos/faults/clock.py): with
+# Kafka's default message.timestamp.after.max.ms (an hour), a leader stepped back would refuse
+# the producers' records as too far ahead (INVALID_TIMESTAMP).  As a Kafka operator whose
+# brokers' clocks may drift would, the load's topics accept any time ahead (Long.MAX_VALUE).
+ANY_TIME_AHEAD = {"message.timestamp.after.max.ms": str(2**63 - 1)}
+
+
 def topics() -> dict[str, dict[str, str]]:
     return {
-        ACKS_ALL: {},
-        ACKS_ONE: {},
+        ACKS_ALL: dict(ANY_TIME_AHEAD),
+        ACKS_ONE: dict(ANY_TIME_AHEAD),
         COMPACTED: {
+            **ANY_TIME_AHEAD,
             "cleanup.policy": "compact",
             # Small segments and an eager cleaner, so that compaction runs between faults.
             "segment.bytes": "4096",

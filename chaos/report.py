@@ -70,7 +70,9 @@ READING = {
     "stops), which moves the leaderships.",
     "clock-step": "a broker's clock stepped by 1 s to 6 h either way: replica lag is measured "
     "on the monotonic clock, so the ISR is not fooled; record timestamps and time-based "
-    "retention follow the wall clock, as in Kafka.",
+    "retention follow the wall clock, as in Kafka. The load's topics accept records any time "
+    "ahead (message.timestamp.after.max.ms at Long.MAX_VALUE), or a leader stepped back over "
+    "an hour would refuse the producers' records as Kafka does (INVALID_TIMESTAMP).",
 }
 
 

@@ -47,6 +47,11 @@ def main() -> None:
     parser.add_argument(
         "--idempotence", action="store_true", help="Kafka only: enable.idempotence for `produce`"
     )
+    parser.add_argument(
+        "--compressible",
+        action="store_true",
+        help="Kafka only: `produce` text that compresses, not random bytes",
+    )
     parser.add_argument("--rate", type=float, default=0.0)
     parser.add_argument("--seconds", type=float, default=0.0)
     parser.add_argument("--idle", type=float, default=5.0, help="e2e-consume gives up after")
@@ -55,7 +60,7 @@ def main() -> None:
     e, s = args.endpoint, args.stream
     if args.mode == "produce":
         extra = (
-            {"acks": args.acks, "idempotence": args.idempotence}
+            {"acks": args.acks, "idempotence": args.idempotence, "compressible": args.compressible}
             if args.system in ("samsa", "kafka")
             else {}
         )

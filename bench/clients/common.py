@@ -33,6 +33,31 @@ def filler(size: int) -> bytes:
     return os.urandom(max(0, size - STAMP.size))
 
 
+def log_lines(size: int, count: int = 256) -> list[bytes]:
+    """`count` distinct records of `size` bytes that compress as application logs do (about
+    4:1 each with zstd; a batch of them compresses better, since they share their words)."""
+    import random
+
+    rng = random.Random(size)
+    words = [b"order", b"checkout", b"payment", b"accepted", b"user", b"warehouse", b"retry"]
+    out = []
+    for i in range(count):
+        line = b""
+        while len(line) < size:
+            line += (
+                b'{"ts":%d,"level":"info","service":"%s","event":"%s","id":"%08x","ms":%d}\n'
+                % (
+                    1_700_000_000_000 + i * 37 + len(line),
+                    rng.choice(words),
+                    rng.choice(words),
+                    rng.getrandbits(32),
+                    rng.randrange(1000),
+                )
+            )
+        out.append(line[:size])
+    return out
+
+
 def stamped(stamp_ns: int, pad: bytes) -> bytes:
     return STAMP.pack(stamp_ns) + pad
 

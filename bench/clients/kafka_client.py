@@ -13,7 +13,17 @@ import time
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, Producer, TopicPartition
 
-from bench.clients.common import Latencies, Pacer, Probe, emit, filler, now_ns, stamp_of, stamped
+from bench.clients.common import (
+    Latencies,
+    Pacer,
+    Probe,
+    emit,
+    filler,
+    log_lines,
+    now_ns,
+    stamp_of,
+    stamped,
+)
 
 # Client security settings (security.protocol, sasl.*, ssl.*) for every client, as JSON: the
 # harness sets it for a run against a secured listener (bench.security).
@@ -44,7 +54,13 @@ def _partitions(producer_or_consumer: Producer | Consumer, topic: str) -> int:
 
 
 def produce(
-    endpoint: str, stream: str, count: int, size: int, acks: str = "all", idempotence: bool = False
+    endpoint: str,
+    stream: str,
+    count: int,
+    size: int,
+    acks: str = "all",
+    idempotence: bool = False,
+    compressible: bool = False,
 ) -> dict:
     producer = Producer(
         {
@@ -56,7 +72,8 @@ def produce(
         }
     )
     partitions = _partitions(producer, stream)
-    payload = filler(size + 8)[:size]
+    payloads = log_lines(size) if compressible else [filler(size + 8)[:size]]
+    payload = payloads[0]
     errors = 0
     # Connected, with metadata and (with idempotence) a producer id, before the clock starts:
     # librdkafka asks for its producer id half a second after it starts.
@@ -75,7 +92,7 @@ def produce(
         part = i % partitions
         while True:
             try:
-                p(stream, payload, partition=part, on_delivery=on_delivery)
+                p(stream, payloads[i % len(payloads)], partition=part, on_delivery=on_delivery)
                 break
             except BufferError:
                 producer.poll(0.001)

@@ -27,10 +27,18 @@ DIFFERENCES: tuple[Difference, ...] = (
             "Batches (magic v2 only) are CRC-checked and stored as the producer's bytes; only "
             "the base offset, the partition leader epoch and, for "
             "`message.timestamp.type=LogAppendTime`, the batch's max timestamp are patched. "
-            "Message format v0/v1 is refused with INVALID_RECORD, as Kafka 4 does. The topic "
-            "config `compression.type` accepts only `producer`: a broker that recompressed "
-            "would have to re-encode every batch."
+            "Message format v0/v1 is refused with INVALID_RECORD, as Kafka 4 does. A topic "
+            "whose `compression.type` names a codec (not `producer`, the default) has a batch "
+            "sent with another codec re-encoded with its own, as Kafka does; a compacted topic "
+            "reads each batch's records for their keys, and a batch whose header shows a record "
+            "further ahead than message.timestamp.after.max.ms (or any batch, on a topic with a "
+            "finite message.timestamp.before.max.ms) has its records read for their "
+            "timestamps. A batch its producer marked LogAppendTime (no client does) is refused "
+            "record by record on a LogAppendTime topic, as in Kafka, but stored as sent on a "
+            "CreateTime topic whose bounds its max timestamp is within, where Kafka stores it "
+            "as CreateTime."
         ),
+        checks=("produce.timestamp.stored_marked",),
     ),
     Difference(
         api="Fetch",
@@ -289,24 +297,17 @@ DIFFERENCES: tuple[Difference, ...] = (
         api="DescribeConfigs",
         what="Topic configs of features Samsa lacks are not listed.",
         why=(
-            "Tiered storage (remote.storage.enable, remote.log.*, local.retention.*), "
-            "compression levels (Samsa stores batches as the producer compressed them), the "
-            "replication throttles' replica lists and the message timestamp bounds "
-            "(message.timestamp.before/after.max.ms) are not topic configs here; "
-            "DescribeConfigs lists only what the broker acts on."
+            "Tiered storage (remote.storage.enable, remote.log.*, local.retention.*) and the "
+            "replication throttles' replica lists are not topic configs here; DescribeConfigs "
+            "lists only what the broker acts on."
         ),
         checks=tuple(
             f"describe_configs.topic.{n}"
             for n in (
-                "compression.gzip.level",
-                "compression.lz4.level",
-                "compression.zstd.level",
                 "follower.replication.throttled.replicas",
                 "leader.replication.throttled.replicas",
                 "local.retention.bytes",
                 "local.retention.ms",
-                "message.timestamp.after.max.ms",
-                "message.timestamp.before.max.ms",
                 "remote.log.copy.disable",
                 "remote.log.delete.on.disable",
                 "remote.storage.enable",
@@ -332,7 +333,6 @@ DIFFERENCES: tuple[Difference, ...] = (
             "describe_configs.topic.retention.ms",
             "describe_configs.topic.segment.jitter.ms",
             "describe_configs.topic.segment.ms",
-            "describe_configs.broker.compression.type",
             "describe_configs.broker.inter.broker.listener.name",
             "describe_configs.broker.listener.security.protocol.map",
             "describe_configs.broker.log.cleaner.backoff.ms",

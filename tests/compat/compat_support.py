@@ -83,6 +83,56 @@ class System:
                 return True
 
 
+def fetch_body(topic: str, offset: int = 0, partition: int = 0, epoch: int = -1) -> dict[str, Any]:
+    """A consumer's Fetch (v4 and up) of one partition from `offset`, answered at once."""
+    return {
+        "replica_id": -1,
+        "max_wait": 0,
+        "min_bytes": 0,
+        "max_bytes": 1 << 20,
+        "isolation_level": 0,
+        "session_id": 0,
+        "session_epoch": -1,
+        "topics": [
+            {
+                "topic": topic,
+                "partitions": [
+                    {
+                        "partition": partition,
+                        "current_leader_epoch": epoch,
+                        "fetch_offset": offset,
+                        "last_fetched_epoch": -1,
+                        "log_start_offset": -1,
+                        "partition_max_bytes": 1 << 20,
+                    }
+                ],
+            }
+        ],
+        "forgotten_topics_data": [],
+        "rack_id": "",
+    }
+
+
+def described_configs(
+    s: System, kind: int, resource: str, keys: Any = None, synonyms: bool = True
+) -> Any:
+    """DescribeConfigs v4 of one resource (`keys`: the config names, None for all): its
+    result, error code and configs."""
+    response = s.request(
+        32,
+        4,
+        {
+            "resources": [
+                {"resource_type": kind, "resource_name": resource, "configuration_keys": keys}
+            ],
+            "include_synonyms": synonyms,
+            "include_documentation": False,
+        },
+    )
+    (result,) = response["results"]
+    return result
+
+
 def filled(cls: Any, values: dict[str, Any]) -> dict[str, Any]:
     """`values` with every field the version has and the scenario left out given an empty
     value (None, false, 0 or an empty list), nested entities included."""

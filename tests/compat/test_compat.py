@@ -12,7 +12,16 @@ import time
 from typing import Any
 
 import pytest
-from compat_support import Comparison, System, expect, listed, normalise, wait_for
+from compat_support import (
+    Comparison,
+    System,
+    described_configs,
+    expect,
+    fetch_body,
+    listed,
+    normalise,
+    wait_for,
+)
 from confluent_kafka import Consumer, Producer
 
 from samsa.protocol.record_batch import build_batch
@@ -384,36 +393,7 @@ def test_fetch_edge_cases(pair: Comparison) -> None:
         append(s, topic, batch(b"a", b"b", b"c"))
 
     def fetch(s: System, offset: int, epoch: int = -1, version: int = 12, part: int = 0) -> Any:
-        response = s.request(
-            1,
-            version,
-            {
-                "replica_id": -1,
-                "max_wait": 0,
-                "min_bytes": 0,
-                "max_bytes": 1 << 20,
-                "isolation_level": 0,
-                "session_id": 0,
-                "session_epoch": -1,
-                "topics": [
-                    {
-                        "topic": topic,
-                        "partitions": [
-                            {
-                                "partition": part,
-                                "current_leader_epoch": epoch,
-                                "fetch_offset": offset,
-                                "last_fetched_epoch": -1,
-                                "log_start_offset": -1,
-                                "partition_max_bytes": 1 << 20,
-                            }
-                        ],
-                    }
-                ],
-                "forgotten_topics_data": [],
-                "rack_id": "",
-            },
-        )
+        response = s.request(1, version, fetch_body(topic, offset, part, epoch))
         p = response["responses"][0]["partitions"][0]
         return {
             "top": response.get("error_code"),
@@ -545,18 +525,7 @@ def test_describe_configs_defaults_and_sources(pair: Comparison) -> None:
         create(s, topic, configs={"retention.ms": "86400000", "cleanup.policy": "compact"})
 
     def describe(s: System, kind: int, rname: str, synonyms: bool) -> dict[str, Any]:
-        response = s.request(
-            32,
-            4,
-            {
-                "resources": [
-                    {"resource_type": kind, "resource_name": rname, "configuration_keys": None}
-                ],
-                "include_synonyms": synonyms,
-                "include_documentation": False,
-            },
-        )
-        (r,) = response["results"]
+        r = described_configs(s, kind, rname, synonyms=synonyms)
         assert r["error_code"] == 0, r
         return {
             c["name"]: {

@@ -53,6 +53,8 @@ class ConfigKey:
     minimum: float | None = None
     maximum: float | None = None
     choices: tuple[str, ...] | None = None
+    # Values accepted outside [minimum, maximum] (Kafka's gzip level: 1 to 9, or -1).
+    also: tuple[int, ...] = ()
     nullable: bool = False
     read_only: bool = True  # a broker key that can't change without a restart
     sensitive: bool = False
@@ -80,7 +82,7 @@ class ConfigKey:
         return value
 
     def check(self, value: Any) -> None:
-        if self.type in ("short", "int", "long", "double"):
+        if self.type in ("short", "int", "long", "double") and value not in self.also:
             bound = {"short": SHORT_MAX, "int": INT_MAX}.get(self.type, LONG_MAX)
             if self.minimum is not None and value < self.minimum:
                 raise ConfigError(self.name, f"value {value} is below the minimum {self.minimum:g}")

@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
 from samsa.config.defs import LONG_MAX, ConfigDef, ConfigError, ConfigKey
 from samsa.config.security import SECURITY_KEYS, is_listener_key, split_listener_key
-from samsa.config.topic import BROKER_SYNONYMS, CLEANUP_POLICIES, TIMESTAMP_TYPES, LogConfig
+from samsa.config.topic import (
+    BROKER_SYNONYMS,
+    CLEANUP_POLICIES,
+    COMPRESSION_TYPES,
+    GZIP_LEVEL,
+    LZ4_LEVEL,
+    TIMESTAMP_AFTER_MAX_MS,
+    TIMESTAMP_BEFORE_MAX_MS,
+    TIMESTAMP_TYPES,
+    ZSTD_LEVEL,
+    LogConfig,
+)
 
 BROKER_CONFIG = ConfigDef(
     [
@@ -78,6 +90,12 @@ BROKER_CONFIG = ConfigDef(
             choices=TIMESTAMP_TYPES,
             read_only=False,
         ),
+        dataclasses.replace(
+            TIMESTAMP_BEFORE_MAX_MS, name="log.message.timestamp.before.max.ms", read_only=False
+        ),
+        dataclasses.replace(
+            TIMESTAMP_AFTER_MAX_MS, name="log.message.timestamp.after.max.ms", read_only=False
+        ),
         ConfigKey(
             "log.cleanup.policy", "list", ["delete"], choices=CLEANUP_POLICIES, read_only=False
         ),
@@ -109,7 +127,13 @@ BROKER_CONFIG = ConfigDef(
         ConfigKey(
             "log.cleaner.io.max.bytes.per.second", "double", 1.7976931348623157e308, minimum=0
         ),
-        ConfigKey("compression.type", "string", "producer", choices=("producer",)),
+        # The topics' defaults; as in Kafka, changed at run time for this broker or all.
+        ConfigKey(
+            "compression.type", "string", "producer", choices=COMPRESSION_TYPES, read_only=False
+        ),
+        dataclasses.replace(GZIP_LEVEL, read_only=False),
+        dataclasses.replace(LZ4_LEVEL, read_only=False),
+        dataclasses.replace(ZSTD_LEVEL, read_only=False),
         ConfigKey("min.insync.replicas", "int", 1, minimum=1, read_only=False),
         ConfigKey("unclean.leader.election.enable", "boolean", False, read_only=False),
         ConfigKey("replica.lag.time.max.ms", "long", 30_000, minimum=1),

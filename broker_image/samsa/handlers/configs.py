@@ -127,7 +127,9 @@ def validate_broker_configs(configs: Mapping[str, str | None]) -> dict[str, str]
         try:
             key.parse(value)
         except ValueError as exc:
-            raise KafkaApiError(ErrorCode.invalid_config, f"Invalid config {exc}") from None
+            # Kafka 4 refuses a broker config's bad value as a bad request, where a topic's
+            # gets INVALID_CONFIG.
+            raise KafkaApiError(ErrorCode.invalid_request, f"Invalid config {exc}") from None
         clean[name] = value
     return clean
 

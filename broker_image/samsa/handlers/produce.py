@@ -185,6 +185,7 @@ def _append(
                     r.log_append_time_ms,
                     r.log_start_offset,
                     r.error_message,
+                    r.record_errors,
                 )
                 if r.required_offset >= 0:
                     waiting.append((tp, r, result))

@@ -6,14 +6,15 @@ encoders produce byte-for-byte the same frames (the unit tests hold them to
 kio's output) from plain dataclasses, and Fetch hands the record buffers back
 untouched so the transport can scatter-write them.
 
-Only what the broker sends is supported: Produce record_errors are always
-empty, and the tagged fields current_leader/node_endpoints (Produce) and
-snapshot_id/node_endpoints (Fetch) always take their defaults, which kio omits.
+Only what the broker sends is supported: the tagged fields
+current_leader/node_endpoints (Produce) and snapshot_id/node_endpoints (Fetch)
+always take their defaults, which kio omits.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from struct import Struct
 from typing import TypeAlias
@@ -24,7 +25,9 @@ from samsa.protocol.wire import (
     I16,
     I32,
     UUID_ZERO,
+    compact_nullable_string,
     encode_uvarint,
+    legacy_nullable_string,
 )
 
 # v0-v2 are encoded for the errors that refuse them (see handlers.produce); kio lacks them.
@@ -43,6 +46,8 @@ class ProducePartitionResult:
     log_append_time_ms: int = -1
     log_start_offset: int = -1
     error_message: str | None = None
+    # KIP-467 (v8+): (batch index, message) of each record that made the batch fail.
+    record_errors: Sequence[tuple[int, str | None]] = ()
 
 
 @dataclass(slots=True)
@@ -80,16 +85,30 @@ class FetchTopicResult:
 _SIZE_PLACEHOLDER = bytes(4)
 
 # Produce partitions. Before v5 there is no log_start_offset; v8 adds
-# record_errors and error_message. The common case (no error message) is one
-# fused pack: empty record_errors and a null error_message appended as fixed
+# record_errors and error_message. The common case (neither) is one fused
+# pack: empty record_errors and a null error_message appended as fixed
 # fields, plus the empty tagged-field section when flexible.
 _PRODUCE_PARTITION_V0 = Struct(">ihq")
 _PRODUCE_PARTITION_V3 = Struct(">ihqq")
 _PRODUCE_PARTITION_V5 = Struct(">ihqqq")
 _PRODUCE_V8_NO_MSG = Struct(">ihqqqih")  # ..., record_errors=0, error_message=-1
 _PRODUCE_FLEX_NO_MSG = Struct(">ihqqqBBB")  # ..., record_errors=1, message=0, tags=0
-_PRODUCE_V8_RECORD_ERRORS = I32.pack(0)
-_PRODUCE_FLEX_RECORD_ERRORS = b"\x01"
+
+
+def _record_errors_flexible(errors: Sequence[tuple[int, str | None]]) -> bytes:
+    """A compact array of BatchIndexAndErrorMessage, each with its empty tagged fields."""
+    parts = [encode_uvarint(len(errors) + 1)]
+    for index, message in errors:
+        parts += (I32.pack(index), compact_nullable_string(message), EMPTY_TAGGED_FIELDS)
+    return b"".join(parts)
+
+
+def _record_errors_legacy(errors: Sequence[tuple[int, str | None]]) -> bytes:
+    parts = [I32.pack(len(errors))]
+    for index, message in errors:
+        parts += (I32.pack(index), legacy_nullable_string(message))
+    return b"".join(parts)
+
 
 # Fetch partitions: v5 adds log_start_offset. For the usual null
 # aborted_transactions, the marker and the v11+ preferred_read_replica that
@@ -168,7 +187,7 @@ def encode_produce_response(
             add(encode_uvarint(len(partitions) + 1))
             for p in partitions:
                 message = p.error_message
-                if message is None:
+                if message is None and not p.record_errors:
                     add(
                         _PRODUCE_FLEX_NO_MSG.pack(
                             p.index,
@@ -182,7 +201,6 @@ def encode_produce_response(
                         )
                     )
                     continue
-                data = message.encode()
                 add(
                     _PRODUCE_PARTITION_V5.pack(
                         p.index,
@@ -192,9 +210,8 @@ def encode_produce_response(
                         p.log_start_offset,
                     )
                 )
-                add(_PRODUCE_FLEX_RECORD_ERRORS)
-                add(encode_uvarint(len(data) + 1))
-                add(data)
+                add(_record_errors_flexible(p.record_errors))
+                add(compact_nullable_string(message))
                 add(EMPTY_TAGGED_FIELDS)
             add(EMPTY_TAGGED_FIELDS)
         add(I32.pack(throttle_time_ms))
@@ -210,7 +227,7 @@ def encode_produce_response(
             if version >= 8:
                 for p in partitions:
                     message = p.error_message
-                    if message is None:
+                    if message is None and not p.record_errors:
                         add(
                             _PRODUCE_V8_NO_MSG.pack(
                                 p.index,
@@ -223,7 +240,6 @@ def encode_produce_response(
                             )
                         )
                         continue
-                    data = message.encode()
                     add(
                         _PRODUCE_PARTITION_V5.pack(
                             p.index,
@@ -233,9 +249,8 @@ def encode_produce_response(
                             p.log_start_offset,
                         )
                     )
-                    add(_PRODUCE_V8_RECORD_ERRORS)
-                    add(I16.pack(len(data)))
-                    add(data)
+                    add(_record_errors_legacy(p.record_errors))
+                    add(legacy_nullable_string(message))
             elif version >= 5:
                 for p in partitions:
                     add(

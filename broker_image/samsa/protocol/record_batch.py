@@ -325,12 +325,23 @@ def _get_bytes(buf: bytes, pos: int) -> tuple[bytes | None, int]:
     return buf[pos : pos + length], pos + length
 
 
-def compress(codec: int, data: bytes) -> bytes:
-    """Compress a batch's records section the way Kafka's Java producer frames it."""
+# gzip level -1 is zlib's default (Java's Deflater.DEFAULT_COMPRESSION), which is 6.
+_GZIP_DEFAULT_LEVEL = 6
+# Kafka compresses lz4 at its default level 9 with lz4's fast compressor (lz4's level 0), at
+# any other level with the high-compression one (Lz4BlockOutputStream).
+_LZ4_KAFKA_DEFAULT_LEVEL = 9
+_LZ4_FAST = 0
+
+
+def compress(codec: int, data: bytes, level: int | None = None) -> bytes:
+    """Compress a batch's records section the way Kafka's Java producer frames it, at the
+    codec's KIP-390 `level` (Kafka's meaning of it) or, if None, the library's default."""
     if codec == COMPRESSION_NONE:
         return data
     if codec == COMPRESSION_GZIP:
-        return bytes(cramjam.gzip.compress(data))
+        if level == -1:
+            level = _GZIP_DEFAULT_LEVEL
+        return bytes(cramjam.gzip.compress(data, level=level))
     if codec == COMPRESSION_SNAPPY:
         # Java clients write xerial-framed snappy; every client reads it.
         out = bytearray(_XERIAL_HEADER)
@@ -341,11 +352,15 @@ def compress(codec: int, data: bytes) -> bytes:
         return bytes(out)
     if codec == COMPRESSION_LZ4:
         # Kafka's Java reader decompresses frame blocks one by one: blocks must be independent.
-        compressor = cramjam.lz4.Compressor(content_checksum=False, block_linked=False)
+        compressor = cramjam.lz4.Compressor(
+            level=_LZ4_FAST if level == _LZ4_KAFKA_DEFAULT_LEVEL else level,
+            content_checksum=False,
+            block_linked=False,
+        )
         compressor.compress(data)
         return bytes(compressor.finish())
     if codec == COMPRESSION_ZSTD:
-        return bytes(cramjam.zstd.compress(data))
+        return bytes(cramjam.zstd.compress(data, level=level))
     raise ValueError(f"unknown compression codec {codec}")
 
 

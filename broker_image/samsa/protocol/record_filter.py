@@ -1,9 +1,11 @@
-"""Records inside stored v2 batches, for the log cleaner and for compacted topics.
+"""Records inside stored v2 batches, for the log cleaner and for the appends that read them.
 
 Kafka's MemoryRecords.filterTo: a batch's records are parsed only as far as the cleaner needs
 (offset, timestamp, key, whether there is a value), and a batch that loses records is rebuilt
-from the raw bytes of the ones it keeps.  Also the produce-path rule that every record sent
-to a compacted topic has a key.  Nothing here runs for an ordinary topic's produce or fetch.
+from the raw bytes of the ones it keeps.  The same parse serves a leader's record-level checks
+(samsa.log.record_validation: keys of compacted topics, timestamps out of a topic's bounds, the
+topic's codec).  Nothing here runs for an ordinary topic's fetch, nor for its produce unless a
+batch's header shows a timestamp out of bounds.
 """
 
 from __future__ import annotations
@@ -25,7 +27,6 @@ from samsa.protocol.record_batch import (
     assemble_batch,
     compress,
     decompress,
-    scan_batches,
 )
 
 
@@ -213,6 +214,14 @@ def delete_horizon(header: BatchHeader) -> int | None:
     return header.base_timestamp if header.attributes & DELETE_HORIZON_MASK else None
 
 
+def record_sizes(body: bytes, span: RecordSpan) -> tuple[int, int]:
+    """The key and value length fields of the record at `span` (negative for null)."""
+    _, pos = _get_varint(body, span.after_timestamp)  # the offset delta
+    key_length, pos = _get_varint(body, pos)
+    value_length, _ = _get_varint(body, pos + max(key_length, 0))
+    return key_length, value_length
+
+
 def record_timestamp(header: BatchHeader, span: RecordSpan) -> int:
     """The record's timestamp as consumers see it."""
     if header.timestamp_type == LOG_APPEND_TIME:
@@ -220,33 +229,14 @@ def record_timestamp(header: BatchHeader, span: RecordSpan) -> int:
     return header.base_timestamp + span.timestamp_delta
 
 
-def first_keyless_record(
-    buf: bytes | bytearray | memoryview, headers: Sequence[BatchHeader]
-) -> tuple[int, int] | None:
-    """(batch index, record index) of the first record without a key, or None.
-
-    Kafka refuses such records on compacted topics (INVALID_RECORD); control batches are
-    the broker's own and exempt.  The batches must already have passed validate_batches.
-    """
-    view = memoryview(buf)
-    for index, ((pos, _), h) in enumerate(zip(scan_batches(view), headers, strict=True)):
-        if h.attributes & CONTROL_MASK:
-            continue
-        body = batch_body(view[pos : pos + h.size], h)
-        for n, span in enumerate(parse_records(body, h.records_count)):
-            if span.key is None:
-                return index, n
-    return None
-
-
 __all__ = [
     "RecordSpan",
     "batch_body",
     "delete_horizon",
     "empty_batch",
-    "first_keyless_record",
     "parse_records",
     "rebuild_batch",
     "record_keys",
+    "record_sizes",
     "record_timestamp",
 ]

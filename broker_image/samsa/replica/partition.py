@@ -20,6 +20,7 @@ from time import perf_counter
 
 from samsa.log import Log, LogAppendInfo
 from samsa.log.producer_state import AppendOrigin
+from samsa.log.record_validation import RecordError
 from samsa.metadata.model import PartitionState, TopicPartition
 from samsa.protocol.errors import ErrorCode, KafkaApiError
 from samsa.protocol.record_batch import BatchHeader
@@ -35,6 +36,8 @@ class ProducePartitionResponse:
     error_message: str | None = None
     # acks=all: the offset the high watermark must pass before the answer (-1: none).
     required_offset: int = -1
+    # KIP-467: the records that made the batch fail, as (index in the batch, message).
+    record_errors: tuple[RecordError, ...] = ()
 
 
 @dataclass(slots=True)

@@ -1,9 +1,11 @@
 """The produce path: a leader's appends of producers' batches, and the acks=all wait.
 
-``append_records`` validates one partition's batches (one batch per partition, sizes, keys
-of compacted topics) and appends them as leader; with acks=all its answer carries the offset
-the high watermark must reach, and ``wait_for_all_acks`` waits for the ISR to get there
-(Kafka's DelayedProduce). DescribeProducers reads the producer state these appends keep.
+``append_records`` validates one partition's batches (one batch per partition, sizes, and for
+the topics and batches that ask for it their records: keys of compacted topics, timestamps
+out of the topic's bounds, the topic's codec) and
+appends them as leader; with acks=all its answer carries the offset the high watermark must
+reach, and ``wait_for_all_acks`` waits for the ISR to get there (Kafka's DelayedProduce).
+DescribeProducers reads the producer state these appends keep.
 """
 
 from __future__ import annotations
@@ -14,35 +16,25 @@ import itertools
 import logging
 
 from samsa.log.producer_state import AppendOrigin, ProducerStateEntry
+from samsa.log.record_validation import (
+    RecordValidationError,
+    inspects_records,
+    timestamps_settled,
+    validate_records,
+)
 from samsa.metadata.model import TopicPartition
 from samsa.protocol.errors import ErrorCode, KafkaApiError
 from samsa.protocol.record_batch import (
-    BatchHeader,
     CorruptRecordError,
     InvalidRecordError,
     RecordTooLargeError,
     scan_batches,
     validate_batches,
 )
-from samsa.protocol.record_filter import first_keyless_record
 from samsa.replica.hosted_partitions import HostedPartitions
 from samsa.replica.partition import Partition, ProducePartitionResponse
 
 log = logging.getLogger(__name__)
-
-
-def _require_keys(
-    tp: TopicPartition, records: bytes | memoryview, headers: list[BatchHeader]
-) -> None:
-    """Kafka's rule for compacted topics: every record has a key (INVALID_RECORD if not).
-    The one place the produce path reads individual records, and only for such topics."""
-    missing = first_keyless_record(records, headers)
-    if missing is not None:
-        raise KafkaApiError(
-            ErrorCode.invalid_record,
-            f"Compacted topic cannot accept message without key in topic partition {tp} "
-            f"(batch {missing[0]}, record {missing[1]}).",
-        )
 
 
 def append_error(tp: TopicPartition, exc: KafkaApiError | OSError) -> ProducePartitionResponse:
@@ -105,8 +97,17 @@ class ProducePath(HostedPartitions):
                         "per partition",
                     )
                 headers = validate_batches(records, config.max_message_bytes)
-                if config.compact:
-                    _require_keys(tp, records, headers)
+                now = self.now_ms()
+                if inspects_records(config) or not timestamps_settled(headers, config, now):
+                    records, headers = validate_records(str(tp), records, headers, config, now)
+            except RecordValidationError as exc:
+                # As Kafka: the culprits named, and the partition's log start offset.
+                return ProducePartitionResponse(
+                    error_code=exc.code.value,
+                    error_message=exc.message,
+                    log_start_offset=partition.log.log_start_offset,
+                    record_errors=tuple(exc.record_errors),
+                )
             except RecordTooLargeError as exc:
                 raise KafkaApiError(ErrorCode.message_too_large, str(exc)) from None
             except InvalidRecordError as exc:

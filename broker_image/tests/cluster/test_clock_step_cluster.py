@@ -49,7 +49,12 @@ def test_a_step_back_does_not_keep_a_stalled_follower_in_the_isr(
     topic = "clock-lag"
     a = admin(cluster)
     assignment = [[leader_id, elected, follower]]
-    a.create_topics([NewTopic(topic, 1, replica_assignment=assignment)])[topic].result(30)
+    # The leader's clock goes an hour back: the producer's records would be more than Kafka's
+    # default message.timestamp.after.max.ms (an hour) ahead of it and refused, so the topic
+    # accepts any time ahead, as an operator whose clocks may step would set it.
+    any_time_ahead = {"message.timestamp.after.max.ms": str(2**63 - 1)}
+    new = NewTopic(topic, 1, replica_assignment=assignment, config=any_time_ahead)
+    a.create_topics([new])[topic].result(30)
     wait_until(lambda: isr(cluster, topic, 0) == everyone, 30, what="a full ISR")
     assert leader(cluster, topic, 0) == leader_id
 

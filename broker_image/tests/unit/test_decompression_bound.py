@@ -13,6 +13,8 @@ import sys
 
 import pytest
 
+from samsa.config.topic import LogConfig
+from samsa.log.record_validation import validate_records
 from samsa.protocol.record_batch import (
     COMPRESSION_GZIP,
     COMPRESSION_LZ4,
@@ -27,15 +29,16 @@ from samsa.protocol.record_batch import (
     decompress,
     validate_batches,
 )
-from samsa.protocol.record_filter import first_keyless_record
 
+COMPACTED = LogConfig(cleanup_policy=("compact",))
 CODECS = [COMPRESSION_GZIP, COMPRESSION_SNAPPY, COMPRESSION_LZ4, COMPRESSION_ZSTD]
 
 _BOMB = """
 import resource
 from samsa.protocol.record_batch import COMPRESSION_ZSTD, CorruptRecordError, compress, decompress
-from samsa.protocol.record_filter import first_keyless_record
 from samsa.protocol.record_batch import assemble_batch, validate_batches
+from samsa.config.topic import LogConfig
+from samsa.log.record_validation import validate_records
 
 # 64 MiB of zeros in one zstd frame of a few kilobytes; 40 frames: 2.5 GiB of records section.
 section = compress(COMPRESSION_ZSTD, bytes(64 << 20)) * 40
@@ -48,7 +51,8 @@ print("batch bytes", len(batch))
 resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
 headers = validate_batches(batch, 1_000_000)
 try:
-    first_keyless_record(batch, headers)  # what a produce to a compacted topic runs
+    # what a produce to a compacted topic runs
+    validate_records("t-0", batch, headers, LogConfig(cleanup_policy=("compact",)), 0)
 except CorruptRecordError as exc:
     print("refused:", exc)
 """
@@ -75,7 +79,8 @@ def test_sections_up_to_the_bound_decompress_and_past_it_are_refused(codec: int)
 def test_a_compacted_topics_key_check_still_reads_ordinary_batches() -> None:
     for codec in CODECS:
         batch = build_batch([(b"k", b"v" * 1000, [])] * 50, compression=codec)
-        assert first_keyless_record(batch, validate_batches(batch, 1_000_000)) is None
+        headers = validate_batches(batch, 1_000_000)
+        assert validate_records("t-0", batch, headers, COMPACTED, 0)[0] is batch
 
 
 def test_a_record_declaring_more_headers_than_it_holds_is_refused_at_the_count() -> None:

@@ -83,7 +83,15 @@ def kio_produce(version: int, topics: list[ProduceTopicResult], throttle_ms: int
             base_offset=i64(p.base_offset),
             log_append_time=append_time,
             log_start_offset=i64(p.log_start_offset),
-            record_errors=(),
+            # v8+ only; earlier versions leave the field out, as the encoder does.
+            record_errors=tuple(
+                mod.BatchIndexAndErrorMessage(
+                    batch_index=i32(index), batch_index_error_message=message
+                )
+                for index, message in p.record_errors
+            )
+            if hasattr(mod, "BatchIndexAndErrorMessage")
+            else (),
             error_message=p.error_message,
         )
 
@@ -222,6 +230,19 @@ def produce_topics() -> list[ProduceTopicResult]:
                     "ungültig: ✗",
                 ),
                 ProducePartitionResult(8, ErrorCode.unknown_server_error.value, -1, 0, 0, ""),
+                # KIP-467: the records that made the batch fail, with and without a message.
+                ProducePartitionResult(
+                    9,
+                    ErrorCode.invalid_record.value,
+                    -1,
+                    -1,
+                    0,
+                    "One or more records have been rejected",
+                    record_errors=[(0, "no key"), (9, "ключ ✗"), (99, None)],
+                ),
+                ProducePartitionResult(
+                    10, ErrorCode.invalid_record.value, -1, record_errors=[(3, "")]
+                ),
             ],
             topic_id=uuid.uuid4(),
         ),
@@ -426,6 +447,7 @@ produce_partitions = st.builds(
     log_append_time_ms=timestamps,
     log_start_offset=i64s,
     error_message=st.one_of(st.none(), st.text(max_size=40)),
+    record_errors=st.lists(st.tuples(i32s, st.one_of(st.none(), st.text(max_size=40))), max_size=4),
 )
 produce_topic_lists = st.lists(
     st.builds(

@@ -1,4 +1,5 @@
-"""Rebuilding stored batches without some of their records, and the keyed-records check."""
+"""Rebuilding stored batches without some of their records (the keyed-records check of a
+compacted topic is in test_record_validation.py)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,6 @@ from samsa.protocol.record_filter import (
     batch_body,
     delete_horizon,
     empty_batch,
-    first_keyless_record,
     parse_records,
     rebuild_batch,
     record_keys,
@@ -127,12 +127,3 @@ def test_empty_batch_keeps_offsets_and_producer_fields() -> None:
     assert (eh.producer_id, eh.producer_epoch, eh.base_sequence) == (9, 2, 30)
     assert eh.compression == 0 and eh.attributes & DELETE_HORIZON_MASK == 0
     assert decode_records(empty) == []
-
-
-def test_first_keyless_record() -> None:
-    keyed = build_batch([(b"k", b"v", [])] * 2)
-    keyless = build_batch([(b"k", b"v", []), (None, b"v", [])], compression=COMPRESSION_LZ4)
-    both = keyed + keyless
-    headers = [read_batch_header(keyed), read_batch_header(keyless)]
-    assert first_keyless_record(keyed, headers[:1]) is None
-    assert first_keyless_record(both, headers) == (1, 1)
