@@ -73,7 +73,7 @@ def one_input(data: bytes) -> None:
     assert sum(h.size for h in headers) == len(buf)
     for config in (TOPIC, LogConfig(compression_type="gzip", max_message_bytes=1 << 30)):
         try:
-            stored, _ = validate_records("t-0", buf, headers, config, NOW_MS)
+            stored, _ = validate_records("t-0", bytes(buf), headers, config, NOW_MS)
         except (CorruptRecordError, RecordValidationError):
             continue
         # What a leader stores is valid in turn.
