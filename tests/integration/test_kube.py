@@ -137,9 +137,17 @@ async def test_example_cluster_runs_in_a_restricted_namespace_and_goes_with_its_
     assert all(p["status"]["phase"] == "Running" for p in pods)
     claims = (await kube.get("pvc"))["items"]
     assert len(claims) == 6 and all(c["status"]["phase"] == "Bound" for c in claims)
-    # Every pod the operator's StatefulSets asked for was admitted as restricted.
+    # Every pod the operator's StatefulSets asked for was admitted as restricted. The
+    # StatefulSet controller may also report a claim it created a moment before as "already
+    # exists" (its informer had not seen the claim yet; it goes on with the claim on its next
+    # sync, kubernetes/kubernetes#78649): a slow control plane's event, not a refusal.
     events = (await kube.get("events", "--field-selector", "reason=FailedCreate"))["items"]
-    assert events == [], [e["message"] for e in events]
+    refused = [
+        m
+        for m in (e["message"] for e in events)
+        if not ("failed to create PVC" in m and m.endswith("already exists"))
+    ]
+    assert refused == [], refused
 
     await kube.kubectl("apply", "-f", str(EXAMPLES / "topics.yaml"))
     await kube.kubectl(
