@@ -11,6 +11,10 @@ written from a run's JUnit report by ``python -m samsa_dev.test_order REPORT.xml
 does not list counts as short, and files keep their own order among equals, so a new or
 renamed file is never lost, only scheduled as if quick. The plugin is registered in the
 root pyproject's pytest ``addopts``.
+
+Files on the run's shared Kubernetes control plane go before all others (longest first among
+themselves): the plane stops once the last of them is done (samsa_dev.kube.harness), instead
+of idling through the rest of the run at a fifth of a core.
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ import pytest
 
 DURATIONS = "test-durations.json"
 UNLISTED_S = 1.0
+# The session fixtures whose files go first, so that what they hold can stop early.
+EARLY_FIXTURES = ("kube_control_plane",)
 
 
 def _file_of(nodeid: str) -> str:
@@ -39,13 +45,18 @@ def load(root: Path) -> dict[str, float]:
     return {str(k): float(v) for k, v in data.items()}
 
 
-def longest_first(nodeids: list[str], seconds: dict[str, float]) -> list[int]:
-    """The order (indexes into ``nodeids``) that puts files of more expected seconds first,
-    each file's tests together and in their own order."""
+def longest_first(
+    nodeids: list[str], seconds: dict[str, float], early: frozenset[str] = frozenset()
+) -> list[int]:
+    """The order (indexes into ``nodeids``) that puts the `early` files first, then files of
+    more expected seconds first, each file's tests together and in their own order."""
     first_seen: dict[str, int] = {}
     for i, nodeid in enumerate(nodeids):
         first_seen.setdefault(_file_of(nodeid), i)
-    files = sorted(first_seen, key=lambda f: (-seconds.get(f, UNLISTED_S), first_seen[f]))
+    files = sorted(
+        first_seen,
+        key=lambda f: (f not in early, -seconds.get(f, UNLISTED_S), first_seen[f]),
+    )
     rank = {f: n for n, f in enumerate(files)}
     return sorted(range(len(nodeids)), key=lambda i: (rank[_file_of(nodeids[i])], i))
 
@@ -55,7 +66,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     seconds = load(config.rootpath)
     if not seconds:
         return
-    order = longest_first([item.nodeid for item in items], seconds)
+    early = frozenset(
+        _file_of(item.nodeid)
+        for item in items
+        if any(f in getattr(item, "fixturenames", ()) for f in EARLY_FIXTURES)
+    )
+    order = longest_first([item.nodeid for item in items], seconds, early)
     items[:] = [items[i] for i in order]
 
 

@@ -15,6 +15,13 @@ def test_files_go_longest_first_and_keep_their_tests_in_order() -> None:
     assert ordered == ["b.py::t1", "c.py::t1", "c.py::t2", "a.py::t1", "a.py::t2", "new.py::t"]
 
 
+def test_early_files_go_first_and_longest_first_among_themselves() -> None:
+    ids = ["a.py::t", "b.py::t", "k1.py::t", "k2.py::t"]
+    seconds = {"a.py": 5.0, "b.py": 300.0, "k1.py": 1.0, "k2.py": 40.0}
+    ordered = [ids[i] for i in longest_first(ids, seconds, frozenset({"k1.py", "k2.py"}))]
+    assert ordered == ["k2.py::t", "k1.py::t", "b.py::t", "a.py::t"]
+
+
 def test_without_a_table_the_collection_order_stays() -> None:
     ids = ["z.py::t", "a.py::t", "m.py::t"]
     assert longest_first(ids, {}) == [0, 1, 2]

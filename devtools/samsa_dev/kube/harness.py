@@ -2,7 +2,9 @@
 
 ``kube_control_plane`` (session): etcd, kube-apiserver, kube-controller-manager,
 kube-scheduler and the Node keeper, shared by pytest-xdist's workers through a file lock in
-the run's temporary folder: the first worker starts it, the last one to finish stops it.
+the run's temporary folder: the first worker starts it, and it stops once every file of the
+run that uses it is done (``release_when_done``, which samsa_dev.test_order makes early by
+handing those files out first), or when the last worker finishes.
 
 ``KubeNamespace``: what one test gets: a namespace of its own labelled
 ``pod-security.kubernetes.io/enforce=restricted``, the StorageClass ``samsa-local`` (the
@@ -82,6 +84,35 @@ def shared_folder(factory: pytest.TempPathFactory, worker: str) -> Path:
     """The run's folder: with xdist each worker has its own basetemp under a shared one."""
     base = factory.getbasetemp()
     return base.parent if worker != "master" else base
+
+
+def _file_of(item: pytest.Item) -> str:
+    return item.nodeid.split("::", 1)[0]
+
+
+def _uses_plane(item: pytest.Item) -> bool:
+    return "kube_control_plane" in getattr(item, "fixturenames", ())
+
+
+def release_when_done(item: pytest.Item, nextitem: pytest.Item | None, plane: Any) -> None:
+    """After `item`'s teardown: if it ended its file (xdist hands a worker its next test
+    before it runs the last one, so `nextitem` is known), record the file done in the run's
+    folder, and stop the control plane once every file of the run that uses it is (every
+    worker collects the same tests, so each knows them all). It idled at about a fifth of a
+    core, the apiserver, etcd, the controllers and the keeper together, for the rest of the
+    run; nothing starts it again, as no test that needs it is left."""
+    if not isinstance(plane, ControlPlane) or not _uses_plane(item):
+        return
+    if nextitem is not None and _file_of(nextitem) == _file_of(item):
+        return
+    folder = plane.folder.parent
+    files = {_file_of(i).replace("/", "__") for i in item.session.items if _uses_plane(i)}
+    done = folder / "k8s-done"
+    with _locked(folder / "k8s.lock"):
+        done.mkdir(exist_ok=True)
+        (done / _file_of(item).replace("/", "__")).touch()
+        if files <= {p.name for p in done.iterdir()}:
+            plane.down()
 
 
 @contextlib.contextmanager
