@@ -184,8 +184,12 @@ def test_a_pause_and_a_ping_interval_must_leave_zookeeper_room(tmp_path: Path) -
     """Why the pause test above runs with a 9 s session, not 6 s: the server must hear a
     client within the session, counted from the client's last ping, not from its pause. A
     2.5 s pause 1.1 s after a ping, with ZooKeeper slow for 4 s to hear the resumed client
-    (each shorter than either session), leaves it unheard for 7.6 s: a 6 s session is lost,
-    a 9 s one is not."""
+    (each shorter than either session), leaves it unheard for 7.6 s, which a 9 s session
+    outlives.
+
+    A 6 s session is past its deadline by then, and was lost in the runs on a quiet machine,
+    but kept once in a loaded make test: as ZooKeeper resumes, its session expirer and the
+    resumed client's ping, already in the socket, race. So only the session with room is
+    asserted; with the 6 s this test fails in most runs."""
     with ZooKeeperServer(tmp_path / "zk") as server:
-        assert not _session_after_pause_and_stall(server, 6.0, 4.0)
         assert _session_after_pause_and_stall(server, SESSION_MS / 1000, 4.0)
