@@ -40,7 +40,9 @@ class ApacheKafkaCluster(System):
 
     def kill_leader(self, stream: str) -> None:
         meta = AdminClient({"bootstrap.servers": self.endpoint}).list_topics(stream, timeout=10)
-        self.cluster.kill_node(meta.topics[stream].partitions[0].leader)
+        leader = meta.topics[stream].partitions[0].leader
+        self.cluster.kill_node(leader)
+        self.crashed = [*getattr(self, "crashed", []), leader]
 
     def server_pids(self) -> list[int]:
         cluster = getattr(self, "cluster", None)
@@ -50,4 +52,15 @@ class ApacheKafkaCluster(System):
 
     def _stop_servers(self) -> list[int]:
         cluster = getattr(self, "cluster", None)
-        return [] if cluster is None else cluster.down()
+        if cluster is None:
+            return []
+        # A quorum that kill_leader left at two of three voters cannot stop cleanly: SIGTERMed
+        # together, the one that stops last waits for a quorum that has gone, and is killed
+        # after 30 s (an unclean exit, -9, seen once in make test). Whole again, the three
+        # nodes stop together.
+        crashed, self.crashed = getattr(self, "crashed", []), []
+        for node_id in crashed:
+            cluster.start_node(node_id)
+        if crashed:
+            cluster.wait_serving(120)
+        return cluster.down()
