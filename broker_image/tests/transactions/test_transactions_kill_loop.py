@@ -3,9 +3,9 @@ across 6 partitions of a standalone broker, killed with -9 at random points 5 ti
 started again: the output read with read_committed holds every input exactly once;
 read_uncommitted readers also see the records of the transactions the kills aborted.
 
-Five kills, not twenty: the long loop (20 kills, 3,000 inputs) runs once, with Kafka's Java
-client on the replicated cluster (tests/clients/test_java_transactions.py); this one shows the
-same guarantee on a standalone broker and with librdkafka."""
+Five kills, not twenty: the long loop (20 kills, 3,000 inputs) runs once, with the same
+application on the replicated cluster (broker_image/tests/cluster/test_cluster_txn_coordinator.py);
+this one shows the same guarantee on a standalone broker."""
 
 from __future__ import annotations
 
