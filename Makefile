@@ -3,6 +3,11 @@ SHELL := /bin/bash
 UV ?= uv
 PYTEST ?= $(UV) run pytest
 export UV_LINK_MODE ?= copy
+# Bytecode caches for the workspace's own sources and pytest's rewritten test modules, even on a
+# machine whose environment sets PYTHONDONTWRITEBYTECODE: without them each pytest worker spent
+# about 20 s of CPU compiling the suite again at collection, and every broker, CLI and operator
+# process a test starts compiled its modules again (about half a second each).
+export PYTHONDONTWRITEBYTECODE :=
 
 .PHONY: setup setup-apt setup-python tools k8s jars programs test test-fast lint format demo bench bench-quick docs fuzz \
 	spark-image crds chart images e2e chaos clean help
@@ -22,7 +27,8 @@ help:
 	@echo "make crds    render the CRDs from the operator's models into crds/ and the chart"
 	@echo "make chart   helm lint the operator's chart"
 	@echo "make images  build the broker and operator images (needs a Docker engine)"
-	@echo "make e2e     the kind suite (needs a Docker engine; skipped without one)"
+	@echo "make e2e     Spark on Kubernetes (spark-submit, the spark-operator), and the kind suite"
+	@echo "             (needs a Docker engine; skipped without one)"
 
 setup: setup-apt setup-python tools k8s jars programs
 
@@ -130,9 +136,11 @@ images:
 	docker build -f broker_image/Dockerfile -t ghcr.io/samsa-dev/samsa:$(IMAGE_TAG) .
 	docker build -f operator/Dockerfile -t ghcr.io/samsa-dev/samsa-operator:$(IMAGE_TAG) .
 
-# kind, helm install, the examples, produce and consume; skipped (with the reason) without Docker.
+# The tests marked e2e: Spark on the control plane (spark-submit and the spark-operator), and
+# the kind suite (helm install, the examples, produce and consume), skipped with the reason
+# where there is no Docker engine.
 e2e: tools
-	$(PYTEST) -q -rs -p no:cacheprovider tests/e2e
+	$(PYTEST) -q -rs -p no:cacheprovider -m e2e --durations=10 tests/e2e tests/integration
 
 clean:
 	rm -rf .pytest_cache .mypy_cache .ruff_cache build dist

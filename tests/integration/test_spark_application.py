@@ -26,7 +26,9 @@ from samsa_dev.kube.build import spark_operator_chart
 from samsa_dev.kube.harness import KubeNamespace, eventually
 from samsa_spark.generator import Click, closed_window_counts, generate, publish
 
-pytestmark = pytest.mark.slow
+# The spark-operator, then its spark-submit, the driver and an executor beside an operator-run
+# cluster on a 2-core machine: over three minutes, so this runs in `make e2e`, not `make test`.
+pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
 MANIFESTS = REPO / "spark-on-k8s" / "manifests"
 SPARKAPPLICATIONS = "/apis/sparkoperator.k8s.io/v1beta2/namespaces/{}/sparkapplications/{}"

@@ -24,7 +24,9 @@ from kube_support import REPO
 from samsa.local_cluster import ZooKeeperServer
 from samsa_dev.kube.harness import KubeNamespace
 
-pytestmark = pytest.mark.slow
+# Three JVMs (spark-submit, the driver, an executor) beside an operator-run cluster on a
+# 2-core machine: about three minutes, so this runs in `make e2e`, not `make test`.
+pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
 MANIFESTS = REPO / "spark-on-k8s" / "manifests"
 SPARK_HOME = Path(pyspark.__file__).parent
