@@ -27,7 +27,7 @@ import pytest
 from confluent_kafka.admin import AdminClient
 from kafka_support import Wire
 
-from samsa.local_cluster.cluster import LocalCluster
+from samsa.local_cluster.cluster import LocalCluster, pid_alive
 from samsa.protocol.messages import build, request_type
 from samsa_dev.differences import DIFFERENCES
 from samsa_dev.jars import JarsUnavailable
@@ -311,6 +311,20 @@ def start_pair(tmp: Path, size: int) -> tuple[ApacheKafka, LocalCluster]:
             pytest.fail(f"Apache Kafka's jars are missing: {errors[0]} (run `make setup`)")
         raise next(e for e in errors if e is not None)
     return kafka, samsa
+
+
+def kill_pair(kafka: ApacheKafka, samsa: LocalCluster) -> None:
+    """Kill both systems' nodes, then stop ZooKeeper and clear their state. Nothing compared
+    here depends on a clean shutdown (the bench's systems test checks Kafka's), and a clean
+    one cost the 3-node pair about 38 s: three KRaft voters SIGTERMed together can wait out
+    the timeout for a quorum that is gone, and Samsa's brokers shut down one at a time."""
+    for node in kafka.nodes:
+        if pid_alive(node.pid):
+            kafka.kill_node(node.node_id)
+    for b in samsa.state.brokers if samsa.state else []:
+        samsa.kill_broker(b.broker_id)
+    kafka.down(timeout=5)
+    samsa.down(timeout=5)
 
 
 def systems(kafka: ApacheKafka, samsa: LocalCluster) -> Comparison:

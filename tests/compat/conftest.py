@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parents[2]
 if str(REPO / "broker_image/tests") not in sys.path:
     sys.path.insert(0, str(REPO / "broker_image/tests"))
 
-from compat_support import Comparison, System, start_pair, systems  # noqa: E402
+from compat_support import Comparison, System, kill_pair, start_pair, systems  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -37,8 +37,7 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Comparison]:
     try:
         yield systems(kafka, samsa)
     finally:
-        kafka.down(timeout=15)
-        samsa.down(timeout=15)
+        kill_pair(kafka, samsa)
 
 
 @pytest.fixture(scope="session")

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from compat_support import Comparison, System, start_pair, systems, wait_for
+from compat_support import Comparison, System, kill_pair, start_pair, systems, wait_for
 from test_compat import append, batch, offsets, produce_raw
 
 from samsa.local_cluster.cluster import LocalCluster
@@ -46,8 +46,7 @@ def trio(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Trio]:
     try:
         yield Trio(kafka, samsa)
     finally:
-        kafka.down(timeout=15)
-        samsa.down(timeout=15)
+        kill_pair(kafka, samsa)
 
 
 def state(s: System) -> list[Any]:
