@@ -281,7 +281,9 @@ def test_a_leader_cut_off_from_the_brokers_only_shrinks_to_itself_and_acks_nothi
 
 
 SEED = 19
-ROUNDS = 2  # every kind twice, in a seeded order
+# Every kind once, in a seeded order: the short campaign (chaos/tests/test_campaign.py) draws
+# each network kind again, among the others, and `make chaos` draws them for 300 faults.
+ROUNDS = 1
 HOLD_S = 6.0  # longer than the session timeout (4 s): cut-off brokers lose their sessions
 
 
