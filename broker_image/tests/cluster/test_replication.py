@@ -155,14 +155,18 @@ def test_a_paused_follower_leaves_the_isr_and_rejoins_after(cluster: LocalCluste
 
 
 @pytest.mark.slow
-def test_leader_killed_and_restarted_ten_times_under_load_loses_nothing(
+def test_leader_killed_and_restarted_five_times_under_load_loses_nothing(
     cluster: LocalCluster,
 ) -> None:
+    """Five kills of partition 0's leader, each after progress, each restarted: the
+    acknowledged records come back exactly once. Five, not ten: the fault campaign
+    (chaos/tests/test_campaign.py, and `make chaos` with 300 faults) kills leaders among its
+    other faults under the same kind of load."""
     create_topic(cluster, "chaos", partitions=2, rf=3, **{"min.insync.replicas": "2"})
     # Idempotent: every acknowledged record exactly once, in order, whatever the retries.
     load = LoadProducer(cluster, "chaos", idempotent=True).start()
     try:
-        for _ in range(10):
+        for _ in range(5):
             before = load.oracle.count()
             wait_until(lambda b=before: load.oracle.count() > b + 300, 60, what="progress")
             victim = leader(cluster, "chaos", 0)
