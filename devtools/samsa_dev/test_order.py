@@ -15,15 +15,26 @@ root pyproject's pytest ``addopts``.
 Files on the run's shared Kubernetes control plane go before all others (longest first among
 themselves): the plane stops once the last of them is done (samsa_dev.kube.harness), instead
 of idling through the rest of the run at a fifth of a core.
+
+Files that use a session fixture costly to start (a SparkSession's JVM, the shared 3-broker
+cluster, the Apache Kafka and Samsa pair) form one group, handed whole to one worker, so each
+such fixture starts once per run instead of once per worker; once the worker is done with the
+group, the fixtures stop instead of idling to the end (an idle 3-broker cluster costs about
+4 % of a core). Files sharing any such fixture are one group. The workers name the groups they
+collected in a file that the controller's scheduler reads (``SAMSA_TEST_GROUPS``).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
+import tempfile
 import xml.etree.ElementTree as ET
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -31,6 +42,9 @@ DURATIONS = "test-durations.json"
 UNLISTED_S = 1.0
 # The session fixtures whose files go first, so that what they hold can stop early.
 EARLY_FIXTURES = ("kube_control_plane",)
+# The session fixtures whose files run as one group on one worker, stopped once it is done.
+SHARED_FIXTURES = ("spark", "samsa_cluster", "pair")
+GROUPS_ENV = "SAMSA_TEST_GROUPS"
 
 
 def _file_of(nodeid: str) -> str:
@@ -46,23 +60,84 @@ def load(root: Path) -> dict[str, float]:
 
 
 def longest_first(
-    nodeids: list[str], seconds: dict[str, float], early: frozenset[str] = frozenset()
+    nodeids: list[str],
+    seconds: dict[str, float],
+    early: frozenset[str] = frozenset(),
+    groups: dict[str, str] | None = None,
 ) -> list[int]:
-    """The order (indexes into ``nodeids``) that puts the `early` files first, then files of
-    more expected seconds first, each file's tests together and in their own order."""
+    """The order (indexes into ``nodeids``) that puts the `early` files first, then units of
+    more expected seconds first, each unit's files together, each file's tests together and
+    in their own order. A unit is a group of `groups` (file: group), its seconds the sum of its
+    files', or else a file."""
+    groups = groups or {}
     first_seen: dict[str, int] = {}
     for i, nodeid in enumerate(nodeids):
         first_seen.setdefault(_file_of(nodeid), i)
-    files = sorted(
-        first_seen,
-        key=lambda f: (f not in early, -seconds.get(f, UNLISTED_S), first_seen[f]),
-    )
-    rank = {f: n for n, f in enumerate(files)}
+    unit_seconds: dict[str, float] = defaultdict(float)
+    unit_early: set[str] = set()
+    for f in first_seen:
+        unit = groups.get(f, f)
+        unit_seconds[unit] += seconds.get(f, UNLISTED_S)
+        if f in early:
+            unit_early.add(unit)
+
+    def key(f: str) -> tuple[bool, float, int, float, int]:
+        unit = groups.get(f, f)
+        unit_first = min(first_seen[g] for g in first_seen if groups.get(g, g) == unit)
+        return (
+            unit not in unit_early,
+            -unit_seconds[unit],
+            unit_first,
+            -seconds.get(f, UNLISTED_S),
+            first_seen[f],
+        )
+
+    rank = {f: n for n, f in enumerate(sorted(first_seen, key=key))}
     return sorted(range(len(nodeids)), key=lambda i: (rank[_file_of(nodeids[i])], i))
+
+
+def group_files(uses: dict[str, set[str]]) -> dict[str, str]:
+    """file: group, for the files that use a shared fixture (`uses`: file to the shared
+    fixtures it uses); files sharing any fixture, directly or through others, are one group,
+    named by its fixtures."""
+    fixture_group: dict[str, set[str]] = {}
+    for fixtures in uses.values():
+        merged = set(fixtures)
+        for fixture in fixtures:
+            merged |= fixture_group.get(fixture, set())
+        for fixture in merged:
+            fixture_group[fixture] = merged
+    return {
+        f: "+".join(sorted(fixture_group[next(iter(fixtures))]))
+        for f, fixtures in uses.items()
+        if fixtures
+    }
+
+
+def _groups_of(items: list[pytest.Item]) -> dict[str, str]:
+    uses: dict[str, set[str]] = defaultdict(set)
+    for item in items:
+        uses[_file_of(item.nodeid)] |= set(getattr(item, "fixturenames", ())) & set(SHARED_FIXTURES)
+    return group_files(uses)
+
+
+def _publish(groups: dict[str, str]) -> None:
+    """For the controller's scheduler: every worker collects the same tests and writes the
+    same map, each by a rename, so a reader never sees half of one."""
+    path = os.environ.get(GROUPS_ENV)
+    if not path:
+        return
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path))
+    with os.fdopen(fd, "w") as out:
+        json.dump(groups, out)
+    os.replace(tmp, path)
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    groups = _groups_of(items)
+    _publish(groups)
+    config.stash[_GROUPS] = groups
     seconds = load(config.rootpath)
     if not seconds:
         return
@@ -71,8 +146,75 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for item in items
         if any(f in getattr(item, "fixturenames", ()) for f in EARLY_FIXTURES)
     )
-    order = longest_first([item.nodeid for item in items], seconds, early)
+    order = longest_first([item.nodeid for item in items], seconds, early, groups)
     items[:] = [items[i] for i in order]
+
+
+_GROUPS = pytest.StashKey[dict[str, str]]()
+_SHARED_DEFS = pytest.StashKey[list[Any]]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # The controller of an xdist run (it has workers, and is none): where they name the groups.
+    if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput"):
+        folder = tempfile.mkdtemp(prefix="samsa-test-groups-")
+        os.environ[GROUPS_ENV] = os.path.join(folder, "groups.json")
+    config.stash[_SHARED_DEFS] = []
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadfile``, with each group of files one unit of work."""
+    if config.getvalue("dist") != "loadfile" or GROUPS_ENV not in os.environ:
+        return None
+    from xdist.scheduler import LoadScopeScheduling  # type: ignore[import-untyped]
+
+    path = Path(os.environ[GROUPS_ENV])
+
+    class GroupedFileScheduling(LoadScopeScheduling):
+        _groups: dict[str, str] | None = None
+
+        def _split_scope(self, nodeid: str) -> str:
+            # Called once every worker has collected, so the map is written by then.
+            if self._groups is None:
+                try:
+                    self._groups = json.loads(path.read_text())
+                except (OSError, ValueError):
+                    self._groups = {}
+            f = _file_of(nodeid)
+            return self._groups.get(f, f)
+
+    return GroupedFileScheduling(config, log)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
+    yield
+    # The shared fixtures this test set up, to stop once its group is done.
+    if not isinstance(item, pytest.Function):
+        return
+    defs = item.config.stash.get(_SHARED_DEFS, [])
+    for name in SHARED_FIXTURES:
+        for fixturedef in item._fixtureinfo.name2fixturedefs.get(name, ()):
+            if fixturedef not in defs:
+                defs.append(fixturedef)
+
+
+@pytest.hookimpl(hookwrapper=True, trylast=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    yield
+    if nextitem is None or not isinstance(item, pytest.Function):
+        return  # the session's end stops them as usual
+    groups = item.config.stash.get(_GROUPS, {})
+    group = groups.get(_file_of(item.nodeid))
+    if group is None or groups.get(_file_of(nextitem.nodeid)) == group:
+        return
+    # The group is done on this worker, and no other file uses its fixtures.
+    defs = item.config.stash.get(_SHARED_DEFS, [])
+    while defs:
+        # pytest's own teardown of a fixture (its finalizers, then its dependents'); the
+        # session's end finds it finished. Should a later test ask for it, it starts again.
+        defs.pop().finish(item._request)
 
 
 def from_junit(report: Path) -> dict[str, float]:
