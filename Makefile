@@ -27,7 +27,7 @@ help:
 	@echo "make crds    render the CRDs from the operator's models into crds/ and the chart"
 	@echo "make chart   helm lint the operator's chart"
 	@echo "make images  build the broker and operator images (needs a Docker engine)"
-	@echo "make e2e     Spark on Kubernetes (spark-submit, the spark-operator), and the kind suite"
+	@echo "make e2e     day-2 operations under load and Spark on Kubernetes, and the kind suite"
 	@echo "             (needs a Docker engine; skipped without one)"
 
 setup: setup-apt setup-python tools k8s jars programs
@@ -136,7 +136,8 @@ images:
 	docker build -f broker_image/Dockerfile -t ghcr.io/samsa-dev/samsa:$(IMAGE_TAG) .
 	docker build -f operator/Dockerfile -t ghcr.io/samsa-dev/samsa-operator:$(IMAGE_TAG) .
 
-# The tests marked e2e: Spark on the control plane (spark-submit and the spark-operator), and
+# The tests marked e2e: the operator's day-2 operations under load and Spark (spark-submit and
+# the spark-operator) on the control plane, and
 # the kind suite (helm install, the examples, produce and consume), skipped with the reason
 # where there is no Docker engine.
 e2e: tools

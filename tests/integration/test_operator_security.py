@@ -284,6 +284,7 @@ def pem_to_der(pem: str) -> bytes:
 
 
 @pytest.mark.slow
+@pytest.mark.e2e  # day-2 under load: `make e2e` (docs/kubernetes.md)
 async def test_a_certificate_renewal_rolls_the_brokers_under_load_losing_nothing(
     kube: KubeNamespace, zookeeper: ZooKeeperServer
 ) -> None:

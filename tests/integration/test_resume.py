@@ -66,6 +66,7 @@ def kill_operator(kube: KubeNamespace) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.e2e  # day-2 under load: `make e2e` (docs/kubernetes.md)
 async def test_operator_killed_mid_roll_and_mid_drain_resumes(
     kube: KubeNamespace, zookeeper: ZooKeeperServer
 ) -> None:

@@ -45,6 +45,7 @@ roll_finished = scenarios.roll_finished(3)
 
 
 @pytest.mark.slow
+@pytest.mark.e2e  # day-2 under load: `make e2e` (docs/kubernetes.md)
 async def test_roll_under_load_loses_nothing_and_ends_with_preferred_leaders(
     kube: KubeNamespace, zookeeper: ZooKeeperServer
 ) -> None:
@@ -80,6 +81,7 @@ async def test_roll_under_load_loses_nothing_and_ends_with_preferred_leaders(
     assert condition(status, "RollingRestart")["reason"] == "Idle"
 
 
+@pytest.mark.e2e  # day-2 under load: `make e2e` (docs/kubernetes.md)
 async def test_roll_waits_for_a_stopped_follower_and_live_configs_need_no_restart(
     kube: KubeNamespace, zookeeper: ZooKeeperServer
 ) -> None:

@@ -43,6 +43,7 @@ scaled_to, spread = scenarios.scaled_to, scenarios.spread
 
 
 @pytest.mark.slow
+@pytest.mark.e2e  # day-2 under load: `make e2e` (docs/kubernetes.md)
 async def test_scale_up_balances_and_scale_down_drains_under_load(
     kube: KubeNamespace, zookeeper: ZooKeeperServer
 ) -> None:
