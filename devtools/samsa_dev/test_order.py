@@ -75,19 +75,20 @@ def longest_first(
         first_seen.setdefault(_file_of(nodeid), i)
     unit_seconds: dict[str, float] = defaultdict(float)
     unit_early: set[str] = set()
-    for f in first_seen:
+    unit_first: dict[str, int] = {}
+    for f in first_seen:  # in collection order, so a unit's first file is seen first
         unit = groups.get(f, f)
+        unit_first.setdefault(unit, first_seen[f])
         unit_seconds[unit] += seconds.get(f, UNLISTED_S)
         if f in early:
             unit_early.add(unit)
 
     def key(f: str) -> tuple[bool, float, int, float, int]:
         unit = groups.get(f, f)
-        unit_first = min(first_seen[g] for g in first_seen if groups.get(g, g) == unit)
         return (
             unit not in unit_early,
             -unit_seconds[unit],
-            unit_first,
+            unit_first[unit],
             -seconds.get(f, UNLISTED_S),
             first_seen[f],
         )
@@ -167,6 +168,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """``--dist loadfile``, with each group of files one unit of work."""
     if config.getvalue("dist") != "loadfile" or GROUPS_ENV not in os.environ:
         return None
+    # xdist ships no type information (no py.typed marker).
     from xdist.scheduler import LoadScopeScheduling  # type: ignore[import-untyped]
 
     path = Path(os.environ[GROUPS_ENV])

@@ -305,8 +305,7 @@ def start_pair(tmp: Path, size: int) -> tuple[ApacheKafka, LocalCluster]:
         started = [pool.submit(kafka.up, 180), pool.submit(samsa.up, 180)]
         errors = [f.exception() for f in started]
     if any(errors):
-        kafka.down(timeout=10)
-        samsa.down(timeout=10)
+        kill_pair(kafka, samsa)
         if isinstance(errors[0], JarsUnavailable):
             pytest.fail(f"Apache Kafka's jars are missing: {errors[0]} (run `make setup`)")
         raise next(e for e in errors if e is not None)
