@@ -50,11 +50,17 @@ _PRINTER_COLUMNS: dict[str, list[dict[str, Any]]] = {
             "jsonPath": '.status.conditions[?(@.type=="Ready")].status',
         },
         {"name": "Bootstrap", "type": "string", "jsonPath": ".status.bootstrapServers.internal"},
+        # Why a cluster is not Ready, in the plain listing (`diagnosis` names the cause).
         {
             "name": "Reason",
             "type": "string",
-            "priority": 1,
             "jsonPath": '.status.conditions[?(@.type=="Ready")].reason',
+        },
+        {
+            "name": "Message",
+            "type": "string",
+            "priority": 1,
+            "jsonPath": '.status.conditions[?(@.type=="Ready")].message',
         },
         {
             "name": "Roll",

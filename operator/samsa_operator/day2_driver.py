@@ -13,7 +13,16 @@ from typing import Any
 
 import kopf
 
-from samsa_operator import day2_planner, models, reconcile, resources, rolling, status, zookeeper
+from samsa_operator import (
+    day2_planner,
+    diagnosis,
+    models,
+    reconcile,
+    resources,
+    rolling,
+    status,
+    zookeeper,
+)
 from samsa_operator.day2_planner import ClusterView, KafkaView, PodView
 from samsa_operator.handlers import (
     GROUP,
@@ -125,7 +134,7 @@ def _pod_view(ordinal: int, pod: Obj, sts: Obj | None) -> PodView:
     annotations = meta.get("annotations") or {}
     return PodView(
         ordinal,
-        ready=status.pod_ready(pod),
+        ready=diagnosis.pod_ready(pod),
         terminating=bool(meta.get("deletionTimestamp")),
         outdated=bool(revision and wanted and revision != wanted),
         manual_restart=annotations.get(resources.MANUAL_ROLL_ANNOTATION) == "true",
@@ -165,7 +174,7 @@ async def _verify_configs(
         i
         for i in reconcile.brokers_to_restart(wanted, running)
         if i in pods
-        and status.pod_ready(pods[i])
+        and diagnosis.pod_ready(pods[i])
         and not pods[i]["metadata"].get("deletionTimestamp")
     ]
     found = await asyncio.gather(

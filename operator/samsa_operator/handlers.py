@@ -20,7 +20,7 @@ from typing import Any
 
 import kopf
 
-from samsa_operator import models, reconcile, resources, security, status
+from samsa_operator import diagnosis, models, reconcile, resources, security, status
 from samsa_operator.k8s import Kube, KubeError, load_config
 from samsa_operator.kafka import ClusterAdmin, KafkaAdminError
 from samsa_operator.reconcile import ClusterInfo
@@ -48,6 +48,9 @@ class OperatorSettings:
     resync_seconds: float = 30.0
     kafka_timeout: float = 10.0
     operation_seconds: float = 5.0  # how often day-2 operations take their next step
+    # How often a KafkaCluster that is not Ready is reconciled, when that is sooner than the
+    # resync: its status then names why within seconds, and Ready follows its pods closely.
+    stuck_seconds: float = 5.0
     network_policies: bool = False  # a NetworkPolicy per cluster limits the brokers' ports
 
     @classmethod
@@ -58,6 +61,7 @@ class OperatorSettings:
             resync_seconds=float(env.get("SAMSA_OPERATOR_RESYNC_SECONDS") or 30),
             kafka_timeout=float(env.get("SAMSA_OPERATOR_KAFKA_TIMEOUT") or 10),
             operation_seconds=float(env.get("SAMSA_OPERATOR_OPERATION_SECONDS") or 5),
+            stuck_seconds=float(env.get("SAMSA_OPERATOR_STUCK_SECONDS") or 5),
             network_policies=env.get("SAMSA_OPERATOR_NETWORK_POLICIES", "").lower() == "true",
         )
 
@@ -200,14 +204,82 @@ async def reconcile_cluster(body: kopf.Body, logger: Log) -> None:
             zk_sts = None
             if cluster.deploys_zookeeper:
                 zk_sts = await kube.get("apps/v1", "StatefulSet", namespace, cluster.zk_sts)
+            zk_cause, broker_cause = await diagnose(cluster, pods, zk_sts)
         except KubeError as exc:
             await refuse("KafkaCluster", namespace, name, generation, "KubernetesError", str(exc))
             raise kopf.TemporaryError(str(exc), delay=SETTINGS.resync_seconds) from None
         info = await describe(body, cluster, pods)
         fields, conditions = status.cluster_status(
-            cluster, generation=generation, broker_pods=pods, zookeeper_sts=zk_sts, info=info
+            cluster,
+            generation=generation,
+            broker_pods=pods,
+            zookeeper_sts=zk_sts,
+            info=info,
+            zookeeper_cause=zk_cause,
+            broker_cause=broker_cause,
         )
         await write_status("KafkaCluster", namespace, name, fields, conditions)
+
+
+def is_ready(body: Any) -> bool:
+    conditions = (body.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+if SETTINGS.stuck_seconds < SETTINGS.resync_seconds:
+
+    @kopf.timer(
+        GROUP,
+        VERSION,
+        "kafkaclusters",
+        interval=SETTINGS.stuck_seconds,
+        idle=0,
+        id="KafkaCluster_stuck",
+        when=lambda body, **_: not is_ready(body),
+    )
+    async def reconcile_stuck_cluster(body: kopf.Body, logger: Log, **_: Any) -> None:
+        await reconcile_cluster(body, logger)
+
+
+async def diagnose(
+    cluster: resources.Cluster, broker_pods: list[dict[str, Any]], zk_sts: dict[str, Any] | None
+) -> tuple[diagnosis.Cause | None, diagnosis.Cause | None]:
+    """Why ZooKeeper's and the brokers' pods are not Ready, each part looked at only when it
+    is not: its StatefulSet's, pods' and claims' state and events (`diagnosis`)."""
+    kube = state().kube
+    ns = cluster.namespace
+    now = datetime.datetime.now(datetime.UTC)
+    zk_cause = None
+    if zk_sts is not None and status.ready_replicas(zk_sts) < cluster.spec.zookeeper.replicas:
+        zk_pods = await kube.list("v1", "Pod", ns, cluster.selector("zookeeper"))
+        zk_cause = diagnosis.diagnose(await workload(ns, zk_sts, zk_pods), now)
+    broker_cause = None
+    if sum(diagnosis.pod_ready(p) for p in broker_pods) < cluster.spec.brokers.replicas:
+        sts = await kube.get("apps/v1", "StatefulSet", ns, cluster.broker_sts)
+        if sts is not None:
+            broker_cause = diagnosis.diagnose(await workload(ns, sts, broker_pods), now)
+    return zk_cause, broker_cause
+
+
+async def workload(
+    namespace: str, sts: dict[str, Any], pods: list[dict[str, Any]]
+) -> diagnosis.Workload:
+    """What `diagnosis` reads of one StatefulSet: its events, and the claims of its pods that
+    are not Ready with theirs."""
+    kube = state().kube
+    events = await kube.events(namespace, "StatefulSet", sts["metadata"]["name"])
+    claims = {}
+    for pod in pods:
+        if diagnosis.pod_ready(pod):
+            continue
+        for name in diagnosis.claims_of(pod):
+            claim = await kube.get("v1", "PersistentVolumeClaim", namespace, name)
+            if claim is None:
+                continue
+            claims[name] = claim
+            if (claim.get("status") or {}).get("phase") == "Pending":
+                events += await kube.events(namespace, "PersistentVolumeClaim", name)
+    return diagnosis.Workload(sts, pods, claims, events)
 
 
 async def force_renew_asked(body: Any) -> bool:
@@ -351,7 +423,7 @@ async def describe(
 ) -> ClusterInfo | None:
     """The controller and cluster id, when some broker is up to ask."""
     override = BOOTSTRAP_ANNOTATION in (body.get("metadata", {}).get("annotations") or {})
-    if not override and not any(status.pod_ready(p) for p in pods):
+    if not override and not any(diagnosis.pod_ready(p) for p in pods):
         return None
     try:
         return await (await admin_for(body, cluster)).cluster_info()

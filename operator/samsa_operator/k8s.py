@@ -17,6 +17,8 @@ from typing import Any
 import kubernetes
 
 Obj = dict[str, Any]
+# A list of objects, named: inside Kube, `list` is its method.
+Objs = list[Obj]
 
 PLURALS = {
     "StatefulSet": "statefulsets",
@@ -30,6 +32,8 @@ PLURALS = {
     "Node": "nodes",
     "KafkaCluster": "kafkaclusters",
     "Topic": "topics",
+    "PersistentVolumeClaim": "persistentvolumeclaims",
+    "Event": "events",
 }
 CLUSTER_SCOPED = {"Node"}
 
@@ -167,6 +171,15 @@ class Kube:
             for i in items
             if all(i.get("metadata", {}).get("labels", {}).get(k) == v for k, v in labels.items())
         ]
+
+    async def events(self, namespace: str, kind: str, name: str) -> Objs:
+        """The core/v1 events about one object (by kind and name), as its controllers wrote
+        them."""
+        selector = f"involvedObject.kind={kind},involvedObject.name={name}"
+        found = await self.request(
+            "GET", path("v1", "Event", namespace), query={"fieldSelector": selector}
+        )
+        return list((found or {}).get("items", []))
 
     async def create(self, obj: Obj) -> Obj:
         meta = obj["metadata"]

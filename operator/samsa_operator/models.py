@@ -77,7 +77,11 @@ class StatusModel(BaseModel):
 
 class Storage(Model):
     size: Quantity = Field("10Gi", description="Size of each persistent volume claim.")
-    storage_class: str | None = Field(None, description="StorageClass of the claims.")
+    storage_class: str | None = Field(
+        None,
+        description="StorageClass of the claims: unset, the cluster's default class; "
+        '"", no class (only volumes made beforehand bind).',
+    )
     delete_claim: bool = Field(
         False, description="Delete the claims when the cluster is deleted or scaled down."
     )

@@ -284,7 +284,7 @@ def _pvc_template(name: str, storage: Any) -> Obj:
         "accessModes": ["ReadWriteOnce"],
         "resources": {"requests": {"storage": storage.size}},
     }
-    if storage.storage_class:
+    if storage.storage_class is not None:  # "" asks for no class, as in Kubernetes
         spec["storageClassName"] = storage.storage_class
     return {"metadata": {"name": name}, "spec": spec}
 
@@ -308,6 +308,9 @@ def _pod_security(cluster: Cluster) -> Obj:
     return ctx
 
 
+# A container that fails leaves the end of its log as its termination message, which the
+# operator's status quotes (`diagnosis`): no log reading, no extra RBAC.
+TERMINATION_MESSAGE = "FallbackToLogsOnError"
 CONTAINER_SECURITY: Obj = {
     "allowPrivilegeEscalation": False,
     "readOnlyRootFilesystem": True,
@@ -416,6 +419,7 @@ def zookeeper_statefulset(cluster: Cluster) -> Obj:
             "periodSeconds": 10,
         },
         "securityContext": CONTAINER_SECURITY,
+        "terminationMessagePolicy": TERMINATION_MESSAGE,
         "volumeMounts": [
             {"name": "data", "mountPath": "/data"},
             {"name": "datalog", "mountPath": "/datalog"},
@@ -558,6 +562,7 @@ def broker_statefulset(cluster: Cluster) -> Obj:
         },
         "lifecycle": {"preStop": {"exec": {"command": ["sh", "-c", _PRE_STOP]}}},
         "securityContext": CONTAINER_SECURITY,
+        "terminationMessagePolicy": TERMINATION_MESSAGE,
         "volumeMounts": mounts,
     }
     resources = _resources(spec.brokers.resources)
@@ -572,6 +577,7 @@ def broker_statefulset(cluster: Cluster) -> Obj:
             {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
         ],
         "securityContext": CONTAINER_SECURITY,
+        "terminationMessagePolicy": TERMINATION_MESSAGE,
         "volumeMounts": [
             {"name": "config", "mountPath": CONFIG_DIR, "readOnly": True},
             {"name": "podinfo", "mountPath": PODINFO_DIR, "readOnly": True},

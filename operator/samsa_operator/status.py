@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from samsa_operator import resources
+from samsa_operator.diagnosis import Cause, pod_ready
 from samsa_operator.reconcile import ClusterInfo
 
 Obj = dict[str, Any]
@@ -46,15 +47,16 @@ def merge_conditions(old: Iterable[Mapping[str, Any]], new: Sequence[Obj], at: s
     return merged
 
 
-def pod_ready(pod: Mapping[str, Any]) -> bool:
-    for c in pod.get("status", {}).get("conditions", []) or []:
-        if c.get("type") == "Ready":
-            return bool(c.get("status") == "True")
-    return False
-
-
 def ready_replicas(sts: Mapping[str, Any] | None) -> int:
     return int((sts or {}).get("status", {}).get("readyReplicas", 0) or 0)
+
+
+def _part(cause: Cause | None, count: str, not_ready: str) -> tuple[str, str]:
+    """(reason, message) of a part that is not ready: the cause found, or else only the
+    count, with the reason `not_ready`."""
+    if cause is not None:
+        return cause.reason, f"{count}: {cause.message}"
+    return not_ready, count
 
 
 def cluster_status(
@@ -64,8 +66,13 @@ def cluster_status(
     broker_pods: Sequence[Mapping[str, Any]],
     zookeeper_sts: Mapping[str, Any] | None,
     info: ClusterInfo | None,
+    zookeeper_cause: Cause | None = None,
+    broker_cause: Cause | None = None,
 ) -> tuple[Obj, list[Obj]]:
-    """(status fields, conditions) of a KafkaCluster whose children are in place."""
+    """(status fields, conditions) of a KafkaCluster whose children are in place.
+
+    A part that is not ready names the first cause `diagnosis` found, if any: Ready takes
+    ZooKeeper's before the brokers', since brokers wait for ZooKeeper."""
     spec = cluster.spec
     hashes = resources.broker_config_hashes(cluster)
     pods = {p["metadata"]["name"]: p for p in broker_pods}
@@ -118,31 +125,30 @@ def cluster_status(
         "controllerId": info.controller_id if info else None,
         "clusterId": info.cluster_id if info else None,
     }
+    zk_count = f"{zk['readyReplicas']}/{zk['replicas']} ZooKeeper servers ready"
+    broker_count = f"{ready_brokers}/{spec.brokers.replicas} brokers ready"
+    brokers_ready = ready_brokers >= spec.brokers.replicas
     if not zk["ready"]:
         ready = condition(
-            "Ready",
-            False,
-            "ZooKeeperNotReady",
-            f"{zk['readyReplicas']}/{zk['replicas']} ZooKeeper servers ready",
-            generation,
+            "Ready", False, *_part(zookeeper_cause, zk_count, "ZooKeeperNotReady"), generation
         )
-    elif ready_brokers < spec.brokers.replicas:
+    elif not brokers_ready:
         ready = condition(
-            "Ready",
-            False,
-            "BrokersNotReady",
-            f"{ready_brokers}/{spec.brokers.replicas} brokers ready",
-            generation,
+            "Ready", False, *_part(broker_cause, broker_count, "BrokersNotReady"), generation
         )
     else:
         ready = condition("Ready", True, "Ready", f"{ready_brokers} brokers ready", generation)
-    zk_condition = condition(
-        "ZooKeeperReady",
-        bool(zk["ready"]),
-        "Ready" if zk["ready"] else "NotReady",
-        f"{zk['readyReplicas']}/{zk['replicas']} servers ready"
-        if cluster.deploys_zookeeper
-        else f"external ZooKeeper {cluster.zookeeper_connect}",
-        generation,
-    )
-    return fields, [ready, zk_condition]
+    if not cluster.deploys_zookeeper:
+        external = f"external ZooKeeper {cluster.zookeeper_connect}"
+        zk_condition = condition("ZooKeeperReady", True, "Ready", external, generation)
+    elif zk["ready"]:
+        zk_condition = condition("ZooKeeperReady", True, "Ready", zk_count, generation)
+    else:
+        zk_part = _part(zookeeper_cause, zk_count, "NotReady")
+        zk_condition = condition("ZooKeeperReady", False, *zk_part, generation)
+    if brokers_ready:
+        brokers_condition = condition("BrokersReady", True, "Ready", broker_count, generation)
+    else:
+        broker_part = _part(broker_cause, broker_count, "NotReady")
+        brokers_condition = condition("BrokersReady", False, *broker_part, generation)
+    return fields, [ready, zk_condition, brokers_condition]

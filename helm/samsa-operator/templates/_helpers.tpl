@@ -55,9 +55,13 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 - apiGroups: [""]
   resources: [pods]
   verbs: [list, patch, delete]
+# Why a cluster is stuck: its StatefulSets' and claims' events, and the claims themselves.
 - apiGroups: [""]
   resources: [events]
-  verbs: [create]
+  verbs: [create, list]
+- apiGroups: [""]
+  resources: [persistentvolumeclaims]
+  verbs: [get]
 {{- if .Values.peering.enabled }}
 - apiGroups: [kopf.dev]
   resources: [kopfpeerings]
