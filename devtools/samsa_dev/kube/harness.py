@@ -34,20 +34,9 @@ from samsa_dev.kafka import pid_alive
 from samsa_dev.kube.agent import NodeAgent
 from samsa_dev.kube.api import Api
 from samsa_dev.kube.control_plane import ControlPlane
+from samsa_dev.kube.provisioner import STORAGE_CLASS, STORAGE_CLASSES
 from samsa_dev.programs import ProgramUnavailable
 
-STORAGE_CLASS = {
-    "apiVersion": "storage.k8s.io/v1",
-    "kind": "StorageClass",
-    "metadata": {
-        "name": "samsa-local",
-        "annotations": {"storageclass.kubernetes.io/is-default-class": "true"},
-    },
-    "provisioner": "samsa.dev/local",
-    "reclaimPolicy": "Delete",
-    # As kind's and every local-volume class: see provisioner.class_to_provision.
-    "volumeBindingMode": "WaitForFirstConsumer",
-}
 RESTRICTED = "pod-security.kubernetes.io/enforce"
 T = TypeVar("T")
 
@@ -236,7 +225,8 @@ class KubeNamespace:
         return "\n".join(p.read_text(errors="replace") for p in logs)
 
     async def start(self) -> KubeNamespace:
-        await self.api.ensure("/apis/storage.k8s.io/v1/storageclasses", STORAGE_CLASS)
+        # The keeper's provisioner installs it too; a namespace may come first.
+        await self.api.ensure(STORAGE_CLASSES, STORAGE_CLASS)
         namespace = {
             "apiVersion": "v1",
             "kind": "Namespace",

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import signal
 from pathlib import Path
 
 from samsa_dev.kube.api import Api
@@ -35,12 +36,23 @@ async def main(folder: Path, pods: bool) -> None:
         _forever("nodes", NodeKeeper(api).run),
         _forever("provisioner", Provisioner(api, folder / "volumes").run),
     ]
+    agent = None
     if pods:
         from samsa_dev.kube.agent import NodeAgent
 
         agent = NodeAgent(api, folder / "pods", namespaces=None)
         loops.append(_forever("agent", agent.run))
-    await asyncio.gather(*loops)
+    running = asyncio.gather(*loops)
+    # `samsa-dev k8s down` sends SIGTERM: the pods' processes, each in a session of its own,
+    # go with the keeper instead of outliving the cluster.
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, running.cancel)
+    try:
+        await running
+    except asyncio.CancelledError:
+        pass
+    finally:
+        if agent is not None:
+            await agent.stop()
 
 
 if __name__ == "__main__":

@@ -3,7 +3,10 @@
 control plane's folder, bound to it through ``claimRef`` (the PV controller then binds the
 claim). A claim of a class that waits for the first consumer is provisioned once the
 scheduler has picked its pod's node, as external provisioners do. A Released volume of the
-Delete policy goes, with its directory, as an external provisioner deletes what it made."""
+Delete policy goes, with its directory, as an external provisioner deletes what it made.
+
+It installs its class, ``samsa-local``, as the cluster's default, as kind installs
+``standard``: the documented commands (a KafkaCluster that names no class) work as written."""
 
 from __future__ import annotations
 
@@ -18,6 +21,16 @@ PROVISIONER = "samsa.dev/local"
 DEFAULT_CLASS = "storageclass.kubernetes.io/is-default-class"
 PROVISIONED_BY = "pv.kubernetes.io/provisioned-by"
 SELECTED_NODE = "volume.kubernetes.io/selected-node"
+STORAGE_CLASSES = "/apis/storage.k8s.io/v1/storageclasses"
+STORAGE_CLASS = {
+    "apiVersion": "storage.k8s.io/v1",
+    "kind": "StorageClass",
+    "metadata": {"name": "samsa-local", "annotations": {DEFAULT_CLASS: "true"}},
+    "provisioner": PROVISIONER,
+    "reclaimPolicy": "Delete",
+    # As kind's and every local-volume class: see class_to_provision.
+    "volumeBindingMode": "WaitForFirstConsumer",
+}
 
 
 def class_to_provision(
@@ -78,7 +91,7 @@ class Provisioner:
     async def step(self) -> None:
         classes = {
             c["metadata"]["name"]: c
-            for c in await self.api.list("/apis/storage.k8s.io/v1/storageclasses")
+            for c in await self.api.list(STORAGE_CLASSES)
             if c.get("provisioner") == PROVISIONER
         }
         if not classes:
@@ -98,6 +111,7 @@ class Provisioner:
                 await self.api.delete(f"/api/v1/persistentvolumes/{pv['metadata']['name']}")
 
     async def run(self) -> None:
+        await self.api.ensure(STORAGE_CLASSES, STORAGE_CLASS)
         while True:
             await self.step()
             await asyncio.sleep(self.every)
