@@ -72,7 +72,8 @@ tools:
 	$(UV) run --no-project python scripts/k8s_tools.py .tools
 
 # The Kubernetes control plane of the operator's tests (etcd, kube-apiserver,
-# kube-controller-manager, kube-scheduler), built from the Go module proxy into
+# kube-controller-manager, kube-scheduler) and the real nodes' kubelet and kube-proxy, built from
+# the Go module proxy into
 # ~/.cache/samsa/k8s, keyed by version and the hash of its wrapper modules. Nothing when cached.
 k8s:
 	$(UV) run samsa-dev k8s build

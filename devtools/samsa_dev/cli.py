@@ -190,8 +190,9 @@ def connect_worker(
 
 @k8s_app.command("build")
 def k8s_build() -> None:
-    """Build etcd, kube-apiserver, kube-controller-manager and kube-scheduler (pinned) through
-    the Go module proxy into the cache; a second run builds nothing."""
+    """Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, and the real nodes'
+    kubelet and kube-proxy (pinned) through the Go module proxy into the cache; a second run
+    builds nothing."""
     from samsa_dev.kube import build
 
     try:

@@ -1,6 +1,8 @@
 """`make k8s`: etcd, kube-apiserver, kube-controller-manager and kube-scheduler built from the
-Go module proxy, pinned, into ``<cache>/k8s/<module>-<version>-<hash>/``; and the Kubeflow
-spark-operator, whose SparkApplications the Spark tests submit (its Helm chart comes in the
+Go module proxy, pinned, into ``<cache>/k8s/<module>-<version>-<hash>/``; the kubelet and
+kube-proxy of the real nodes (kube/realnodes.py), from a wrapper of their own
+(``gomod/kubernetes-node``) so that the control plane's key does not move with them; and the
+Kubeflow spark-operator, whose SparkApplications the Spark tests submit (its Helm chart comes in the
 same module, and is installed from the module cache).
 
 k8s.io/kubernetes replaces its staging modules (k8s.io/api, k8s.io/apiserver, ...) with
@@ -87,6 +89,14 @@ MODULES = (
         },
         _version_flags("1.34.4"),
     ),
+    # The node programs: the same release and replaces, in a wrapper apart from the control
+    # plane's so that adding them did not change its cache key.
+    GoModule(
+        "kubernetes-node",
+        "1.34.4",
+        {name: f"k8s.io/kubernetes/cmd/{name}" for name in ("kubelet", "kube-proxy")},
+        _version_flags("1.34.4"),
+    ),
     # The proxy refuses this module's version list, so `go install ...@latest` cannot work;
     # the exact version is served.
     GoModule(
@@ -171,7 +181,8 @@ def build_module(module: GoModule) -> tuple[Path, bool]:
     # Several packages: `go build -o dir/` names each binary after its package's last element.
     shutil.rmtree(target, ignore_errors=True)
     partial.rename(target)
-    for old in target.parent.glob(f"{module.name}-*"):
+    # Older builds of this module only: "kubernetes-*" would also match "kubernetes-node-*".
+    for old in target.parent.glob(f"{module.name}-[0-9]*"):
         if old != target and not old.name.endswith(".partial"):
             shutil.rmtree(old, ignore_errors=True)
     return target, True
