@@ -36,9 +36,12 @@ setup: setup-apt setup-python tools k8s jars programs
 # answers the ZooKeeper pods' readiness probe); kcat: a real client; a JRE for both;
 # maven: fetches Apache Kafka's jars; nats-server and redis-server: the peers `make bench`
 # runs beside Samsa; libnss-wrapper: pod and Service names for the pods the tests' node agent
-# runs as local processes (docs/kubernetes.md).
+# runs as local processes (docs/kubernetes.md); containerd, runc, the CNI plugins, iptables and
+# conntrack: the real nodes' runtime, pod network and kube-proxy (`samsa-dev k8s up --nodes
+# real`); gcc and libc6-dev: the pause image, a static C program.
 APT_PACKAGES := zookeeper libservlet-api-java kcat default-jre-headless maven nats-server \
-	redis-server libnss-wrapper
+	redis-server libnss-wrapper containerd runc containernetworking-plugins iptables conntrack \
+	gcc libc6-dev
 
 setup-apt:
 	@if command -v apt-get >/dev/null; then \

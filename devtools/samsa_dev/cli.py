@@ -9,7 +9,8 @@ never shipped with the broker.
 - ``samsa-dev connect`` runs a Kafka Connect worker (distributed mode) against any brokers.
 - ``samsa-dev k8s build`` builds the Kubernetes control plane from the Go module proxy, and
   ``samsa-dev k8s up|down|status`` runs it on 127.0.0.1, with 3 Nodes whose pods run as local
-  processes.
+  processes, or with ``--nodes real`` 3 real nodes (kubelet, containerd, kube-proxy) whose
+  pods run in containers.
 """
 
 from __future__ import annotations
@@ -207,13 +208,25 @@ def k8s_build() -> None:
 def k8s_up(
     data_dir: K8sDir = DEFAULT_K8S_DIR,
     timeout: Annotated[float, typer.Option("--timeout", help="Seconds to wait.")] = 180,
+    nodes: Annotated[
+        str,
+        typer.Option(
+            "--nodes",
+            help="agent: Nodes whose pods run as local processes; real: kubelets, containerd "
+            "and kube-proxy in network namespaces, pods in containers (root).",
+        ),
+    ] = "agent",
+    count: Annotated[int, typer.Option("--count", help="How many real nodes.")] = 3,
 ) -> None:
     """Start etcd, the API server, the controllers, the scheduler and 3 Nodes whose pods run
-    as local processes; print the kubeconfig's path."""
+    as local processes, or real nodes; print the kubeconfig's path."""
     from samsa_dev.kube.control_plane import ControlPlane
 
+    if nodes not in ("agent", "real"):
+        fail(f"--nodes is agent or real, not {nodes}", 2)
+    real = count if nodes == "real" else 0
     try:
-        plane = ControlPlane(data_dir).up(timeout, pods=True)
+        plane = ControlPlane(data_dir).up(timeout, pods=True, real_nodes=real)
     except (programs.ProgramUnavailable, RuntimeError, TimeoutError, OSError) as exc:
         fail(f"the control plane did not start: {exc}")
     typer.echo(f"Kubernetes is up at {plane.server}. For kubectl and helm:")
@@ -222,7 +235,8 @@ def k8s_up(
 
 @k8s_app.command("down")
 def k8s_down(data_dir: K8sDir = DEFAULT_K8S_DIR) -> None:
-    """Stop every process of the control plane (`up` starts a new cluster)."""
+    """Stop every process of the control plane and remove the real nodes (`up` starts a new
+    cluster)."""
     from samsa_dev.kube.control_plane import ControlPlane
 
     plane = ControlPlane(data_dir)

@@ -1,6 +1,8 @@
 """The control plane's keys and certificates, made with `cryptography`: a cluster CA, the API
 server's serving certificate (127.0.0.1 and the in-cluster names), an admin client
-certificate (group system:masters) and the ServiceAccount token signing key pair."""
+certificate (group system:masters) and the ServiceAccount token signing key pair; and, for the
+real nodes, client certificates issued by the same CA (`client`): each kubelet's
+(system:node:<name>), kube-proxy's, and the API server's own for calling the kubelets."""
 
 from __future__ import annotations
 
@@ -100,7 +102,10 @@ def make(folder: Path) -> Pki:
     ca = _certificate(ca_name, ca_key, ca_name, ca_key, ca=True)
     server_key = ec.generate_private_key(ec.SECP256R1())
     names: list[x509.GeneralName] = [x509.DNSName(n) for n in API_NAMES]
-    names.append(x509.IPAddress(ipaddress.ip_address("127.0.0.1")))
+    # 127.0.0.1 for the tests; the real nodes' bridge address, which the API server then
+    # advertises; the `kubernetes` Service's address, which pods call.
+    for address in ("127.0.0.1", "172.30.0.1", "10.96.0.1"):
+        names.append(x509.IPAddress(ipaddress.ip_address(address)))
     server = _certificate(
         _name("kube-apiserver"),
         server_key,
@@ -136,3 +141,27 @@ def make(folder: Path) -> Pki:
         sa_key.public_key().public_bytes(pem, serialization.PublicFormat.SubjectPublicKeyInfo)
     )
     return pki
+
+
+def client(folder: Path, stem: str, common: str, org: str | None = None) -> tuple[Path, Path]:
+    """A client certificate from the CA of `make` (made first): ``<stem>.crt`` and
+    ``<stem>.key`` in ``folder``, kept if there."""
+    pki = make(folder)
+    cert, key = folder / f"{stem}.crt", folder / f"{stem}.key"
+    if cert.exists() and key.exists():
+        return cert, key
+    ca = x509.load_pem_x509_certificate(pki.ca_cert.read_bytes())
+    ca_key = serialization.load_pem_private_key(pki.ca_key.read_bytes(), password=None)
+    assert isinstance(ca_key, ec.EllipticCurvePrivateKey)
+    own = ec.generate_private_key(ec.SECP256R1())
+    issued = _certificate(
+        _name(common, org),
+        own,
+        ca.subject,
+        ca_key,
+        usage=(ExtendedKeyUsageOID.CLIENT_AUTH,),
+    )
+    key.write_bytes(_pem_key(own))
+    key.chmod(0o600)
+    cert.write_bytes(issued.public_bytes(serialization.Encoding.PEM))
+    return cert, key

@@ -3,10 +3,16 @@ certificates, RBAC, ServiceAccount tokens, the default admission plugins with Po
 kube-controller-manager (every controller) and kube-scheduler, and the Node keeper
 (`keeper`: Nodes kept Ready, the local volume provisioner). Each runs in its own session so
 it outlives the command that started it; their pids and ports are kept in ``state.json`` so
-``down`` stops exactly them. ``kubeconfig`` is the admin's, for kubectl and helm."""
+``down`` stops exactly them. ``kubeconfig`` is the admin's, for kubectl and helm.
+
+With ``real_nodes`` (`samsa-dev k8s up --nodes real`), real nodes (kube/realnodes.py) join
+instead of the keeper's Nodes: the API server then listens on every address and advertises
+the nodes' bridge address, so that pods reach it through the `kubernetes` Service, and calls
+the kubelets with a client certificate of its own; the provisioner runs alone."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -23,7 +29,7 @@ from pathlib import Path
 from samsa.local_cluster.cluster import pid_alive
 from samsa_dev.kafka import free_port
 from samsa_dev.kube import build, certs
-from samsa_dev.kube.api import kubeconfig
+from samsa_dev.kube.api import Api, kubeconfig
 
 SERVICE_CIDR = "10.96.0.0/16"
 ISSUER = "https://kubernetes.default.svc.cluster.local"
@@ -34,6 +40,7 @@ NODES = 3
 class State:
     ports: dict[str, int] = field(default_factory=dict)
     pids: dict[str, int] = field(default_factory=dict)
+    real_nodes: int = 0
 
 
 class ControlPlane:
@@ -58,7 +65,7 @@ class ControlPlane:
         if not path.exists():
             return None
         data = json.loads(path.read_text())
-        return State(data["ports"], data["pids"])
+        return State(data["ports"], data["pids"], data.get("real_nodes", 0))
 
     def save_state(self) -> None:
         path = self.folder / "state.json"
@@ -69,11 +76,13 @@ class ControlPlane:
 
     # -- up --------------------------------------------------------------------------------
 
-    def up(self, timeout: float = 180.0, pods: bool = False) -> ControlPlane:
+    def up(self, timeout: float = 180.0, pods: bool = False, real_nodes: int = 0) -> ControlPlane:
         """Start what is not running (a running control plane is kept) and wait until the
-        API serves, the controllers and the scheduler run and every Node is Ready."""
+        API serves, the controllers and the scheduler run and every Node is Ready; with
+        `real_nodes`, that many real nodes, and CoreDNS Ready on them."""
         running = self.running()
-        if running and all(running.values()) and self.ready():
+        same = self.state.real_nodes == real_nodes
+        if running and all(running.values()) and same and self.ready():
             return self
         self.down()
         # A new start is a new cluster: etcd's member would not match its new ports.
@@ -82,7 +91,7 @@ class ControlPlane:
         (self.folder / "logs").mkdir(exist_ok=True)
         certs.make(self.pki.folder)
         ports = {n: free_port() for n in ("etcd", "etcd-peer", "apiserver", "kcm", "scheduler")}
-        self.state = State(ports=ports)
+        self.state = State(ports=ports, real_nodes=real_nodes)
         admin = kubeconfig(
             self.server,
             str(self.pki.ca_cert),
@@ -98,26 +107,44 @@ class ControlPlane:
             self._wait(self.ready, deadline, "kube-apiserver")
             self._spawn("kube-controller-manager", self._controller_manager())
             self._spawn("kube-scheduler", self._scheduler())
-            keeper = [sys.executable, "-m", "samsa_dev.kube.keeper", str(self.folder)]
-            self._spawn("keeper", keeper + (["--pods"] if pods else []), python=True)
-            self.save_state()
-            self._wait(self.nodes_ready, deadline, f"{NODES} Nodes Ready")
+            if real_nodes:
+                self._real_nodes(deadline)
+            else:
+                keeper = [sys.executable, "-m", "samsa_dev.kube.keeper", str(self.folder)]
+                self._spawn("keeper", keeper + (["--pods"] if pods else []), python=True)
+                self.save_state()
+                self._wait(self.nodes_ready, deadline, f"{NODES} Nodes Ready")
         except BaseException:
             self.down()
             raise
         return self
 
+    def _real_nodes(self, deadline: float) -> None:
+        from samsa_dev.kube import node_images, nodeconfig
+        from samsa_dev.kube.realnodes import RealNodes
+
+        provisioner = [sys.executable, "-m", "samsa_dev.kube.realnodes", str(self.folder)]
+        self._spawn("provisioner", provisioner)
+        self.save_state()
+        archives = node_images.archives()
+        nodes = RealNodes(self, self.state.real_nodes)
+        nodes.up(self.state.ports["apiserver"], archives, deadline)
+        self._wait(self.nodes_ready, deadline, f"{self.state.real_nodes} real Nodes Ready")
+        if nodeconfig.COREDNS_IMAGE in archives:
+
+            async def dns() -> None:
+                api = Api(self.kubeconfig, agent="samsa-dev-k8s")
+                try:
+                    await nodes.deploy_dns(
+                        api, nodeconfig.COREDNS_IMAGE, deadline - time.monotonic()
+                    )
+                finally:
+                    await api.close()
+
+            asyncio.run(dns())
+
     def _spawn(self, name: str, command: list[str], python: bool = False) -> None:
-        with self.log(name).open("ab") as out:
-            proc = subprocess.Popen(
-                command,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-                cwd=self.folder,
-            )
-        self.state.pids[name] = proc.pid
+        self.state.pids[name] = spawn(command, self.log(name), self.folder)
 
     def _wait(self, ready: object, deadline: float, what: str) -> None:
         assert callable(ready)
@@ -154,8 +181,7 @@ class ControlPlane:
         return [
             str(build.binary("kube-apiserver")),
             f"--etcd-servers=http://127.0.0.1:{p['etcd']}",
-            "--bind-address=127.0.0.1",
-            "--advertise-address=127.0.0.1",
+            *self._apiserver_addresses(),
             f"--secure-port={p['apiserver']}",
             f"--cert-dir={self.folder / 'apiserver-certs'}",
             f"--tls-cert-file={pki.server_cert}",
@@ -169,6 +195,23 @@ class ControlPlane:
             "--allow-privileged=false",
             "--profiling=false",
             "--v=0",
+        ]
+
+    def _apiserver_addresses(self) -> list[str]:
+        if not self.state.real_nodes:
+            return ["--bind-address=127.0.0.1", "--advertise-address=127.0.0.1"]
+        from samsa_dev.kube import nodeconfig
+
+        cert, key = certs.client(
+            self.pki.folder, "apiserver-kubelet-client", "kube-apiserver", "system:masters"
+        )
+        return [
+            "--bind-address=0.0.0.0",
+            f"--advertise-address={nodeconfig.HOST_IP}",
+            f"--kubelet-client-certificate={cert}",
+            f"--kubelet-client-key={key}",
+            # The kubelets' Node addresses: the hostname resolves nowhere.
+            "--kubelet-preferred-address-types=InternalIP",
         ]
 
     def _controller_manager(self) -> list[str]:
@@ -229,7 +272,7 @@ class ControlPlane:
         if status != 200:
             return False
         nodes = json.loads(body).get("items", [])
-        return len(nodes) >= NODES and all(
+        return len(nodes) >= (self.state.real_nodes or NODES) and all(
             any(
                 c["type"] == "Ready" and c["status"] == "True"
                 for c in (n.get("status") or {}).get("conditions", [])
@@ -240,20 +283,45 @@ class ControlPlane:
     # -- down ------------------------------------------------------------------------------
 
     def down(self, timeout: float = 20.0) -> None:
-        """Stop every process this control plane started."""
-        order = ["keeper", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"]
+        """Stop every process this control plane started (and remove the real nodes)."""
+        if (self.folder / "nodes").exists():
+            from samsa_dev.kube.realnodes import RealNodes
+
+            RealNodes(self).down()
+        order = ["keeper", "provisioner", "kube-scheduler", "kube-controller-manager"]
+        order += ["kube-apiserver", "etcd"]
         for name in order:
             pid = self.state.pids.get(name)
-            if pid is None or not pid_alive(pid):
-                continue
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(pid, signal.SIGTERM)
-            deadline = time.monotonic() + timeout
-            while pid_alive(pid) and time.monotonic() < deadline:
-                time.sleep(0.05)
-            if pid_alive(pid):
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(pid, signal.SIGKILL)
+            if pid is not None:
+                stop_session(pid, timeout)
         self.state.pids = {}
         if self.folder.exists():
             self.save_state()
+
+
+def spawn(command: list[str], log: Path, cwd: Path) -> int:
+    """A process in a session of its own (it outlives its starter), output to `log`."""
+    with log.open("ab") as out:
+        proc = subprocess.Popen(
+            command,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            cwd=cwd,
+        )
+    return proc.pid
+
+
+def stop_session(pid: int, timeout: float) -> None:
+    """SIGTERM to a session `spawn` started, SIGKILL if it outlives `timeout`."""
+    if not pid_alive(pid):
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while pid_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if pid_alive(pid):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGKILL)
