@@ -338,7 +338,11 @@ class RealNodes:
         others = False
         for proc in Path("/proc").iterdir():
             with contextlib.suppress(OSError):
-                if proc.name.isdigit() and (proc / "comm").read_text().startswith("containerd"):
+                if not proc.name.isdigit():
+                    continue
+                name, _, rest = (proc / "stat").read_text().partition(") ")
+                # A zombie (ours, not reaped yet) runs nothing.
+                if name.split("(", 1)[1].startswith("containerd") and not rest.startswith("Z"):
                     others = True
         for folder in self.state.made:
             if folder != "/run/containerd" or not others:

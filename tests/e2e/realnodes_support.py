@@ -1,0 +1,157 @@
+"""The real-nodes suite's fixture and helpers: the project's control plane with real nodes
+(kubelet, containerd, kube-proxy, CoreDNS; samsa_dev.kube.realnodes) for the run, kubectl
+against it, and pods of the broker image made to pass the `restricted` Pod Security level.
+Skipped, with the reason, where real nodes cannot run (not root, no containerd) or the
+images are not built."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+from samsa_dev.kube import node_images, nodeconfig, realnodes
+from samsa_dev.kube.control_plane import ControlPlane
+from samsa_dev.programs import ProgramUnavailable
+
+REPO = Path(__file__).resolve().parents[2]
+TOOLS = REPO / ".tools"
+BROKER_IMAGE = "ghcr.io/samsa-dev/samsa:0.1.0"
+OPERATOR_IMAGE = "ghcr.io/samsa-dev/samsa-operator:0.1.0"
+NODES = 3
+T = TypeVar("T")
+
+
+def why_not() -> str | None:
+    reason = realnodes.why_not()
+    if reason:
+        return reason
+    if not (TOOLS / "kubectl").exists() or not (TOOLS / "helm").exists():
+        return "helm and kubectl are missing: run `make tools`"
+    try:
+        images = node_images.archives()
+    except ProgramUnavailable as exc:
+        return str(exc)
+    missing = [i for i in (BROKER_IMAGE, nodeconfig.COREDNS_IMAGE) if i not in images]
+    if missing:
+        return f"images {', '.join(missing)} are not built: run `make images`"
+    return None
+
+
+def within(probe: Callable[[], T | None], seconds: float, what: str, every: float = 0.5) -> T:
+    """Poll `probe` until it returns something truthy; fail after `seconds`."""
+    deadline = time.monotonic() + seconds
+    while True:
+        found = probe()
+        if found:
+            return found
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {seconds} s waiting for {what}")
+        time.sleep(every)
+
+
+class Cluster:
+    def __init__(self, plane: ControlPlane) -> None:
+        self.plane = plane
+
+    def kubectl(self, *args: str, stdin: str | None = None, check: bool = True) -> str:
+        result = subprocess.run(
+            [str(TOOLS / "kubectl"), f"--kubeconfig={self.plane.kubeconfig}", *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            # Its caches in the cluster's folder, not the home folder.
+            env={"HOME": str(self.plane.folder), "PATH": "/usr/bin:/bin"},
+        )
+        if check and result.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed: {result.stderr}")
+        return result.stdout
+
+    def apply(self, *objects: dict[str, Any]) -> None:
+        self.kubectl(
+            "apply",
+            "-f",
+            "-",
+            stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}),
+        )
+
+    def get(self, *args: str) -> Any:
+        return json.loads(self.kubectl("get", "-o", "json", *args))
+
+    def namespace(self, name: str) -> str:
+        """A namespace that enforces the `restricted` Pod Security level."""
+        self.apply(
+            {
+                "apiVersion": "v1",
+                "kind": "Namespace",
+                "metadata": {
+                    "name": name,
+                    "labels": {"pod-security.kubernetes.io/enforce": "restricted"},
+                },
+            }
+        )
+        return name
+
+
+def restricted_pod(
+    name: str, namespace: str, command: list[str] | None = None, **spec: Any
+) -> dict[str, Any]:
+    """A pod of the broker image as the `restricted` level wants it: non-root, no
+    capabilities, the runtime's seccomp profile, a read-only root with emptyDirs where the
+    image writes. Without `command`, the image's own (a broker)."""
+    container: dict[str, Any] = {
+        "name": "main",
+        "image": BROKER_IMAGE,
+        "imagePullPolicy": "IfNotPresent",
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "runAsNonRoot": True,
+            "capabilities": {"drop": ["ALL"]},
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "volumeMounts": [
+            {"name": "data", "mountPath": "/var/lib/samsa"},
+            {"name": "tmp", "mountPath": "/tmp"},
+        ],
+    }
+    if command:
+        container["command"] = command
+    container.update(spec.pop("container", {}))
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "labels": {"app": name}},
+        "spec": {
+            "containers": [container],
+            "volumes": [{"name": "data", "emptyDir": {}}, {"name": "tmp", "emptyDir": {}}],
+            "terminationGracePeriodSeconds": 5,
+            **spec,
+        },
+    }
+
+
+def condition(obj: dict[str, Any], kind: str) -> dict[str, Any] | None:
+    for c in (obj.get("status") or {}).get("conditions") or []:
+        if c["type"] == kind:
+            return dict(c)
+    return None
+
+
+@pytest.fixture(scope="session")
+def real_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    reason = why_not()
+    if reason:
+        pytest.skip(reason)
+    plane = ControlPlane(tmp_path_factory.mktemp("real") / "k8s")
+    try:
+        plane.up(timeout=300, real_nodes=NODES)
+        yield Cluster(plane)
+    finally:
+        plane.down()

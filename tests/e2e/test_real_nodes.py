@@ -1,0 +1,198 @@
+"""Pods in containers on the real nodes (samsa-dev k8s up --nodes real): the broker image on
+each node, Ready by the kubelet's readiness probe; a Service found through CoreDNS and reached
+through kube-proxy from a pod on another node, on a port other than its pod's; and the
+operator's chart installed by helm, its pod in a container under the chart's ServiceAccount.
+Every wait polls with a deadline."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+import urllib.request
+
+import pytest
+from realnodes_support import (
+    NODES,
+    OPERATOR_IMAGE,
+    REPO,
+    TOOLS,
+    Cluster,
+    condition,
+    restricted_pod,
+    within,
+)
+
+from samsa_dev.kube import node_images
+
+pytestmark = pytest.mark.e2e
+
+
+def http_status(url: str) -> int:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return int(response.status)
+    except OSError:
+        return 0
+
+
+def on_node(i: int) -> dict[str, dict[str, str]]:
+    return {"nodeSelector": {"kubernetes.io/hostname": f"samsa-node-{i}"}}
+
+
+def test_a_broker_pod_on_each_node_is_ready_by_its_probe(real_cluster: Cluster) -> None:
+    ns = real_cluster.namespace("brokers")
+    probe = {"httpGet": {"path": "/readyz", "port": "http"}, "periodSeconds": 1}
+    ports = [{"name": "http", "containerPort": 9644}]
+    pods = [
+        restricted_pod(
+            f"broker-{i}", ns, container={"ports": ports, "readinessProbe": probe}, **on_node(i)
+        )
+        for i in range(NODES)
+    ]
+    start = time.monotonic()
+    real_cluster.apply(*pods)
+    ready_after: dict[str, float] = {}
+
+    def all_ready() -> list[dict[str, object]] | None:
+        items = real_cluster.get("pods", "-n", ns)["items"]
+        for pod in items:
+            ready = condition(pod, "Ready")
+            if ready and ready["status"] == "True":
+                ready_after.setdefault(pod["metadata"]["name"], time.monotonic() - start)
+        return items if len(ready_after) == NODES else None
+
+    items = within(all_ready, 240, f"{NODES} broker pods Ready")
+    print(f"apply to Ready: {json.dumps({k: round(v, 1) for k, v in ready_after.items()})}")
+    nodes = {n["metadata"]["name"]: n for n in real_cluster.get("nodes")["items"]}
+    for pod in items:
+        i = int(pod["metadata"]["name"].rsplit("-", 1)[1])
+        node = nodes[pod["spec"]["nodeName"]]
+        assert pod["spec"]["nodeName"] == f"samsa-node-{i}"
+        assert node["metadata"]["labels"]["topology.kubernetes.io/zone"] == f"zone-{i}"
+        assert node["status"]["nodeInfo"]["containerRuntimeVersion"].startswith("containerd://")
+        (status,) = pod["status"]["containerStatuses"]
+        assert status["ready"] and "running" in status["state"] and status["restartCount"] == 0
+        # The image came from the node's own store: IfNotPresent found it, nothing pulled.
+        assert status["imageID"] and status["image"].endswith("samsa:0.1.0")
+        # A container's address in its node's pod range, which the host routes to the node.
+        address = pod["status"]["podIP"]
+        assert address.startswith(f"10.244.{i}."), address
+        assert http_status(f"http://{address}:9644/readyz") == 200
+    events = real_cluster.get("events", "-n", ns)["items"]
+    assert not [e for e in events if e["reason"] == "Pulling"], "an image was pulled"
+
+
+CLIENT = """
+import socket, sys, time, urllib.request
+names = ["web", "web.{ns}.svc.cluster.local"]
+deadline = time.monotonic() + 90
+while True:
+    try:
+        for name in names:
+            address = socket.gethostbyname(name)
+            with urllib.request.urlopen(f"http://{{name}}:80/", timeout=3) as r:
+                print(name, address, r.status, flush=True)
+        break
+    except OSError as exc:
+        if time.monotonic() > deadline:
+            sys.exit(f"gave up: {{exc!r}}")
+        time.sleep(0.5)
+"""
+
+
+def test_b_service_by_dns_name_through_kube_proxy(real_cluster: Cluster) -> None:
+    ns = real_cluster.namespace("services")
+    server = restricted_pod(
+        "web",
+        ns,
+        ["python3", "-m", "http.server", "8080", "--directory", "/tmp"],
+        container={
+            "ports": [{"name": "http", "containerPort": 8080}],
+            "readinessProbe": {"tcpSocket": {"port": "http"}, "periodSeconds": 1},
+        },
+        **on_node(0),
+    )
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "web", "namespace": ns},
+        # Port 80 to the pod's 8080: only kube-proxy's DNAT makes that connect.
+        "spec": {"selector": {"app": "web"}, "ports": [{"port": 80, "targetPort": "http"}]},
+    }
+    real_cluster.apply(server, service)
+    within(
+        lambda: (
+            (condition(real_cluster.get("pod", "-n", ns, "web"), "Ready") or {}).get("status")
+            == "True"
+        ),
+        180,
+        "the web pod Ready",
+    )
+    client = restricted_pod(
+        "client",
+        ns,
+        ["python3", "-c", CLIENT.format(ns=ns)],
+        restartPolicy="Never",
+        **on_node(1),
+    )
+    real_cluster.apply(client)
+    phase = within(
+        lambda: (
+            real_cluster.get("pod", "-n", ns, "client")["status"].get("phase")
+            in ("Succeeded", "Failed")
+            and real_cluster.get("pod", "-n", ns, "client")["status"]["phase"]
+        ),
+        180,
+        "the client pod to finish",
+    )
+    logs = real_cluster.kubectl("logs", "-n", ns, "client")
+    assert phase == "Succeeded", logs
+    cluster_ip = real_cluster.get("service", "-n", ns, "web")["spec"]["clusterIP"]
+    lines = [line.split() for line in logs.splitlines()]
+    assert [(name, address, code) for name, address, code in lines] == [
+        ("web", cluster_ip, "200"),
+        (f"web.{ns}.svc.cluster.local", cluster_ip, "200"),
+    ]
+
+
+def test_c_operator_chart_runs_the_operator_in_a_container(real_cluster: Cluster) -> None:
+    if OPERATOR_IMAGE not in node_images.archives():
+        pytest.skip(f"{OPERATOR_IMAGE} is not built: run `make images`")
+    ns = real_cluster.namespace("operator")
+    release = "samsa"
+    values = {"watchNamespaces": [ns], "peering": {"enabled": False}}
+    path = real_cluster.plane.folder / "operator-values.json"
+    path.write_text(json.dumps(values))
+    real_cluster.kubectl("version")  # the kubeconfig's server answers before helm runs
+    helm = [str(TOOLS / "helm"), f"--kubeconfig={real_cluster.plane.kubeconfig}", "-n", ns]
+    subprocess.run(
+        [*helm, "install", release, str(REPO / "helm" / "samsa-operator"), "-f", str(path)],
+        check=True,
+        capture_output=True,
+        timeout=180,
+        env={"HOME": str(real_cluster.plane.folder), "PATH": "/usr/bin:/bin"},
+    )
+
+    def running() -> dict[str, object] | None:
+        pods = real_cluster.get("pods", "-n", ns, "-l", "app.kubernetes.io/name=samsa-operator")
+        for pod in pods["items"]:
+            statuses = pod["status"].get("containerStatuses") or []
+            if statuses and "running" in statuses[0]["state"] and pod["status"].get("podIP"):
+                return dict(pod)
+        return None
+
+    pod = within(running, 180, "the operator's pod running")
+    accounts = real_cluster.get(
+        "serviceaccounts", "-n", ns, "-l", f"app.kubernetes.io/instance={release}"
+    )
+    assert [a["metadata"]["name"] for a in accounts["items"]] == [pod["spec"]["serviceAccountName"]]
+    (status,) = pod["status"]["containerStatuses"]
+    assert status["image"].endswith("samsa-operator:0.1.0")
+    # kopf's liveness endpoint answers on the pod's address: the operator runs.
+    health = f"http://{pod['status']['podIP']}:8080/healthz"
+    try:
+        within(lambda: http_status(health) == 200, 120, f"{health} answering 200")
+    except AssertionError as exc:
+        logs = real_cluster.kubectl("logs", "-n", ns, pod["metadata"]["name"], check=False)
+        raise AssertionError(f"{exc}; the operator's log:\n{logs[-3000:]}") from None
