@@ -1,8 +1,9 @@
-"""The images every real node holds before any pod runs, as image archives for
-``ctr -n k8s.io images import``: the pause image, built here from the C source that
-k8s.io/kubernetes ships (``build/pause/linux/pause.c``, in the module `make k8s` downloaded)
-into a one-file image written as a docker-archive, with no image builder; and the images the
-project builds (`samsa_dev.images`, `make images`), found by `archives`.
+"""The images the real nodes hold before any pod runs, as image archives for
+``ctr -n k8s.io images import`` (`archives`): those `make images` builds (`samsa_dev.images`)
+that pods on the nodes run. Where that module is not there, a stand-in: the pause image,
+built here from the C source that k8s.io/kubernetes ships (``build/pause/linux/pause.c``, in
+the module `make k8s` downloaded) into a one-file image written as a docker-archive with no
+image builder, and whatever archives are put in ``<cache>/node-images/archives/``.
 
 A docker-archive is a tar of ``manifest.json``, the image's config and one tar per layer; the
 config's ``diff_ids`` are the layers' sha256. ``ctr import`` keeps its ``RepoTags``."""
@@ -24,6 +25,12 @@ from samsa_dev.kube.nodeconfig import PAUSE_IMAGE
 from samsa_dev.programs import ProgramUnavailable, go_module_cache
 
 PAUSE_VERSION = "3.10.1"
+# samsa_dev.images' names of the images pods on the nodes run (Spark's come with its tests).
+NODE_IMAGES = ["pause", "coredns", "broker", "operator", "zookeeper"]
+
+
+def _folder() -> Path:
+    return cache_root() / "node-images"
 
 
 def _add(archive: tarfile.TarFile, name: str, data: bytes, mode: int = 0o644) -> None:
@@ -68,13 +75,13 @@ def docker_archive(
 
 def pause_archive() -> Path:
     """``registry.k8s.io/pause:3.10.1``, built once (static, stripped, as Kubernetes builds
-    it) into ``<cache>/images/pause-<hash>/``, keyed by the source."""
+    it) into ``<cache>/node-images/pause-<hash>/``, keyed by the source."""
     module = f"k8s.io/kubernetes@v{build.KUBERNETES_VERSION}"
     source = go_module_cache() / module / "build" / "pause" / "linux" / "pause.c"
     if not source.exists():
         raise ProgramUnavailable(f"no {source}: run `make k8s` (it downloads {module})")
     key = hashlib.sha256(source.read_bytes() + PAUSE_VERSION.encode()).hexdigest()[:12]
-    folder = cache_root() / "images" / f"pause-{key}"
+    folder = _folder() / f"pause-{key}"
     archive = folder / "image.tar"
     if archive.exists():
         return archive
@@ -129,15 +136,14 @@ def refs(archive: Path) -> list[str]:
 
 
 def archives() -> dict[str, Path]:
-    """Ref -> image archive of every image the nodes hold: the pause image, and what
-    `samsa_dev.images` built (`make images`); without that module, the archives found in
-    ``<cache>/images/archives/``, by the refs they carry."""
-    found = {PAUSE_IMAGE: pause_archive()}
+    """Ref -> image archive of every image the nodes hold: `samsa_dev.images`' (built if
+    missing); without that module, the pause image and the archives found in
+    ``<cache>/node-images/archives/``, by the refs they carry."""
     try:
         images = importlib.import_module("samsa_dev.images")
     except ImportError:
-        for path in sorted((cache_root() / "images" / "archives").glob("*.tar")):
+        found = {PAUSE_IMAGE: pause_archive()}
+        for path in sorted((_folder() / "archives").glob("*.tar")):
             found.update(dict.fromkeys(refs(path), path))
-    else:
-        found.update(images.archives())
-    return found
+        return found
+    return dict(images.archives(NODE_IMAGES))
