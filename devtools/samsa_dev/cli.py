@@ -240,7 +240,7 @@ def k8s_down(data_dir: K8sDir = DEFAULT_K8S_DIR) -> None:
     from samsa_dev.kube.control_plane import ControlPlane
 
     plane = ControlPlane(data_dir)
-    if not plane.state.pids:
+    if not plane.state.pids and not (plane.folder / "nodes").exists():
         fail(f"no control plane running in {data_dir}")
     plane.down()
     typer.echo("stopped")
@@ -248,15 +248,18 @@ def k8s_down(data_dir: K8sDir = DEFAULT_K8S_DIR) -> None:
 
 @k8s_app.command("status")
 def k8s_status(data_dir: K8sDir = DEFAULT_K8S_DIR) -> None:
-    """Each process: pid and whether it runs."""
+    """Each process (the real nodes' too): pid and whether it runs."""
     from samsa_dev.kube.control_plane import ControlPlane
+    from samsa_dev.kube.realnodes import RealNodes
 
     plane = ControlPlane(data_dir)
     if not plane.state.pids:
         fail(f"no control plane running in {data_dir}")
-    for name, alive in plane.running().items():
-        word = "running" if alive else "stopped"
-        sys.stdout.write(f"{name}\tpid {plane.state.pids[name]}\t{word}\n")
+    nodes = RealNodes(plane)
+    for pids, running in ((plane.state.pids, plane.running()), (nodes.state.pids, nodes.running())):
+        for name, alive in running.items():
+            word = "running" if alive else "stopped"
+            sys.stdout.write(f"{name}\tpid {pids[name]}\t{word}\n")
 
 
 def main() -> None:
