@@ -1,8 +1,9 @@
 """Pods in containers on the real nodes (samsa-dev k8s up --nodes real): the broker image on
 each node, Ready by the kubelet's readiness probe; a Service found through CoreDNS and reached
-through kube-proxy from a pod on another node, on a port other than its pod's; and the
-operator's chart installed by helm, its pod in a container under the chart's ServiceAccount.
-Every wait polls with a deadline."""
+through kube-proxy from a pod on another node, on a port other than its pod's, and through
+its NodePort on every node from outside the cluster; and the operator's chart installed by
+helm, its pod in a container under the chart's ServiceAccount. Every wait polls with a
+deadline."""
 
 from __future__ import annotations
 
@@ -101,7 +102,7 @@ while True:
 """
 
 
-def test_b_service_by_dns_name_through_kube_proxy(real_cluster: Cluster) -> None:
+def test_b_service_by_dns_name_and_node_port_through_kube_proxy(real_cluster: Cluster) -> None:
     ns = real_cluster.namespace("services")
     server = restricted_pod(
         "web",
@@ -117,8 +118,13 @@ def test_b_service_by_dns_name_through_kube_proxy(real_cluster: Cluster) -> None
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": {"name": "web", "namespace": ns},
-        # Port 80 to the pod's 8080: only kube-proxy's DNAT makes that connect.
-        "spec": {"selector": {"app": "web"}, "ports": [{"port": 80, "targetPort": "http"}]},
+        # Port 80 to the pod's 8080: only kube-proxy's DNAT makes that connect. A NodePort
+        # too: a client outside the cluster comes in through any node.
+        "spec": {
+            "type": "NodePort",
+            "selector": {"app": "web"},
+            "ports": [{"port": 80, "targetPort": "http"}],
+        },
     }
     real_cluster.apply(server, service)
     within(
@@ -154,6 +160,12 @@ def test_b_service_by_dns_name_through_kube_proxy(real_cluster: Cluster) -> None
         ("web", cluster_ip, "200"),
         (f"web.{ns}.svc.cluster.local", cluster_ip, "200"),
     ]
+    # From the host, outside the cluster: the NodePort on every node's address, the nodes
+    # without the pod included (kube-proxy forwards across nodes).
+    node_port = real_cluster.get("service", "-n", ns, "web")["spec"]["ports"][0]["nodePort"]
+    for i in range(NODES):
+        url = f"http://172.30.0.{10 + i}:{node_port}/"
+        within(lambda url=url: http_status(url) == 200, 60, f"{url} answering 200")
 
 
 def test_c_operator_chart_runs_the_operator_in_a_container(real_cluster: Cluster) -> None:
