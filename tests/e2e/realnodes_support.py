@@ -1,5 +1,5 @@
 """The real-nodes suite's fixture and helpers: the project's control plane with real nodes
-(kubelet, containerd, kube-proxy, CoreDNS; samsa_dev.kube.realnodes) for the run, kubectl
+(kubelet, containerd, kube-proxy, CoreDNS; samsa_dev.kube.realnodes) for a test module, kubectl
 against it, and pods of the broker image made to pass the `restricted` Pod Security level.
 Skipped, with the reason, where real nodes cannot run (not root, no containerd) or the
 images are not built."""
@@ -144,7 +144,9 @@ def condition(obj: dict[str, Any], kind: str) -> dict[str, Any] | None:
     return None
 
 
-@pytest.fixture(scope="session")
+# The module's: gone once its tests are, not idling (and keeping the kubelets' host sysctls)
+# through the rest of make e2e.
+@pytest.fixture(scope="module")
 def real_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     reason = why_not()
     if reason:
