@@ -27,8 +27,8 @@ help:
 	@echo "make crds    render the CRDs from the operator's models into crds/ and the chart"
 	@echo "make chart   helm lint the operator's chart"
 	@echo "make images  build the broker and operator images (needs a Docker engine)"
-	@echo "make e2e     day-2 operations under load and Spark on Kubernetes, and the kind suite"
-	@echo "             (needs a Docker engine; skipped without one)"
+	@echo "make e2e     day-2 operations under load and Spark on Kubernetes, real nodes, and the kind suite"
+	@echo "             (kind needs a Docker engine, real nodes root: each skipped without)"
 
 setup: setup-apt setup-python tools k8s jars programs
 
@@ -149,7 +149,8 @@ images:
 	docker build -f operator/Dockerfile -t ghcr.io/samsa-dev/samsa-operator:$(IMAGE_TAG) .
 
 # The tests marked e2e: the operator's day-2 operations under load and Spark (spark-submit and
-# the spark-operator) on the control plane, and
+# the spark-operator) on the control plane, pods in containers on real nodes (kubelet,
+# containerd, kube-proxy, CoreDNS; as root, with the images built), and
 # the kind suite (helm install, the examples, produce and consume), skipped with the reason
 # where there is no Docker engine.
 e2e: tools
