@@ -2,8 +2,8 @@
 each node, Ready by the kubelet's readiness probe; a Service found through CoreDNS and reached
 through kube-proxy from a pod on another node, on a port other than its pod's, and through
 its NodePort on every node from outside the cluster; and the operator's chart installed by
-helm, its pod in a container under the chart's ServiceAccount. Every wait polls with a
-deadline."""
+helm, its pod in a container under the chart's ServiceAccount; a broker stopped inside its
+container (kubectl exec), which the kubelet starts again. Every wait polls with a deadline."""
 
 from __future__ import annotations
 
@@ -208,3 +208,28 @@ def test_c_operator_chart_runs_the_operator_in_a_container(real_cluster: Cluster
     except AssertionError as exc:
         logs = real_cluster.kubectl("logs", "-n", ns, pod["metadata"]["name"], check=False)
         raise AssertionError(f"{exc}; the operator's log:\n{logs[-3000:]}") from None
+
+
+def test_d_kubelet_restarts_a_broker_killed_in_its_container(real_cluster: Cluster) -> None:
+    ns = real_cluster.namespace("restarts")
+    probe = {"httpGet": {"path": "/readyz", "port": "http"}, "periodSeconds": 1}
+    pod = restricted_pod(
+        "broker",
+        ns,
+        container={"ports": [{"name": "http", "containerPort": 9644}], "readinessProbe": probe},
+        **on_node(2),
+    )
+    real_cluster.apply(pod)
+
+    def ready(restarts: int) -> bool:
+        found = real_cluster.get("pod", "-n", ns, "broker")
+        statuses = found["status"].get("containerStatuses") or [{}]
+        return bool(statuses[0].get("ready")) and statuses[0].get("restartCount") == restarts
+
+    within(lambda: ready(0), 180, "the broker Ready")
+    # Through the API server's exec, the kubelet's streaming server and containerd: the
+    # broker (its container's pid 1) stops on SIGTERM; the kubelet starts it again.
+    real_cluster.kubectl("exec", "-n", ns, "broker", "--", "sh", "-c", "kill -TERM 1")
+    within(lambda: ready(1), 120, "the broker restarted by the kubelet and Ready again")
+    (status,) = real_cluster.get("pod", "-n", ns, "broker")["status"]["containerStatuses"]
+    assert "terminated" in status["lastState"], status
