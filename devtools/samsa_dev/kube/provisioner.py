@@ -101,7 +101,12 @@ class Provisioner:
             if klass is None:
                 continue
             pv = volume_for(claim, klass, self.root)
-            (self.root / pv["metadata"]["name"]).mkdir(parents=True, exist_ok=True)
+            folder = self.root / pv["metadata"]["name"]
+            folder.mkdir(parents=True, exist_ok=True)
+            # Writable by the pod's user whoever it is, as local-path-provisioner makes its
+            # folders: a hostPath volume gets no fsGroup, and on the real nodes the brokers
+            # and ZooKeeper run as uid 1000 (the node agent's processes run as root).
+            folder.chmod(0o777)
             await self.api.ensure("/api/v1/persistentvolumes", pv)
         for pv in await self.api.list("/api/v1/persistentvolumes"):
             mine = (pv["metadata"].get("annotations") or {}).get(PROVISIONED_BY) == PROVISIONER
