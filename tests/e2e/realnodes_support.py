@@ -23,6 +23,7 @@ REPO = Path(__file__).resolve().parents[2]
 TOOLS = REPO / ".tools"
 BROKER_IMAGE = "ghcr.io/samsa-dev/samsa:0.1.0"
 OPERATOR_IMAGE = "ghcr.io/samsa-dev/samsa-operator:0.1.0"
+ZOOKEEPER_IMAGE = "docker.io/library/zookeeper:3.9"
 NODES = 3
 T = TypeVar("T")
 
@@ -84,6 +85,20 @@ class Cluster:
     def get(self, *args: str) -> Any:
         return json.loads(self.kubectl("get", "-o", "json", *args))
 
+    def run_to_end(self, pod: dict[str, Any], seconds: float = 180) -> str:
+        """Create a pod that runs once (restartPolicy Never); its log once it Succeeded."""
+        self.apply(pod)
+        name, ns = pod["metadata"]["name"], pod["metadata"]["namespace"]
+
+        def finished() -> str | None:
+            phase = self.get("pod", "-n", ns, name)["status"].get("phase")
+            return str(phase) if phase in ("Succeeded", "Failed") else None
+
+        phase = within(finished, seconds, f"the pod {name} to finish")
+        logs = self.kubectl("logs", "-n", ns, name)
+        assert phase == "Succeeded", logs
+        return logs
+
     def namespace(self, name: str) -> str:
         """A namespace that enforces the `restricted` Pod Security level."""
         self.apply(
@@ -135,6 +150,26 @@ def restricted_pod(
             **spec,
         },
     }
+
+
+def install_operator(cluster: Cluster, ns: str) -> str:
+    """The chart by the real helm, watching `ns` only; the release's name (one a namespace:
+    its ClusterRoles are cluster-wide)."""
+    release = f"samsa-{ns}"
+    values = {"watchNamespaces": [ns], "peering": {"enabled": False}}
+    path = cluster.plane.folder / f"operator-values-{ns}.json"
+    path.write_text(json.dumps(values))
+    chart = REPO / "helm" / "samsa-operator"
+    helm = [str(TOOLS / "helm"), f"--kubeconfig={cluster.plane.kubeconfig}", "-n", ns]
+    result = subprocess.run(
+        [*helm, "install", release, str(chart), "-f", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env={"HOME": str(cluster.plane.folder), "PATH": "/usr/bin:/bin"},
+    )
+    assert result.returncode == 0, result.stderr
+    return release
 
 
 def condition(obj: dict[str, Any], kind: str) -> dict[str, Any] | None:

@@ -3,12 +3,13 @@ each node, Ready by the kubelet's readiness probe; a Service found through CoreD
 through kube-proxy from a pod on another node, on a port other than its pod's, and through
 its NodePort on every node from outside the cluster; and the operator's chart installed by
 helm, its pod in a container under the chart's ServiceAccount; a broker stopped inside its
-container (kubectl exec), which the kubelet starts again. Every wait polls with a deadline."""
+container (kubectl exec), which the kubelet starts again; and the example KafkaCluster in
+containers with a client pod producing and consuming through its bootstrap Service. Every
+wait polls with a deadline."""
 
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 import urllib.request
 
@@ -17,9 +18,10 @@ from realnodes_support import (
     NODES,
     OPERATOR_IMAGE,
     REPO,
-    TOOLS,
+    ZOOKEEPER_IMAGE,
     Cluster,
     condition,
+    install_operator,
     restricted_pod,
     within,
 )
@@ -142,18 +144,7 @@ def test_b_service_by_dns_name_and_node_port_through_kube_proxy(real_cluster: Cl
         restartPolicy="Never",
         **on_node(1),
     )
-    real_cluster.apply(client)
-    phase = within(
-        lambda: (
-            real_cluster.get("pod", "-n", ns, "client")["status"].get("phase")
-            in ("Succeeded", "Failed")
-            and real_cluster.get("pod", "-n", ns, "client")["status"]["phase"]
-        ),
-        180,
-        "the client pod to finish",
-    )
-    logs = real_cluster.kubectl("logs", "-n", ns, "client")
-    assert phase == "Succeeded", logs
+    logs = real_cluster.run_to_end(client)
     cluster_ip = real_cluster.get("service", "-n", ns, "web")["spec"]["clusterIP"]
     lines = [line.split() for line in logs.splitlines()]
     assert [(name, address, code) for name, address, code in lines] == [
@@ -172,19 +163,7 @@ def test_c_operator_chart_runs_the_operator_in_a_container(real_cluster: Cluster
     if OPERATOR_IMAGE not in node_images.archives():
         pytest.skip(f"{OPERATOR_IMAGE} is not built: run `make images`")
     ns = real_cluster.namespace("operator")
-    release = "samsa"
-    values = {"watchNamespaces": [ns], "peering": {"enabled": False}}
-    path = real_cluster.plane.folder / "operator-values.json"
-    path.write_text(json.dumps(values))
-    real_cluster.kubectl("version")  # the kubeconfig's server answers before helm runs
-    helm = [str(TOOLS / "helm"), f"--kubeconfig={real_cluster.plane.kubeconfig}", "-n", ns]
-    subprocess.run(
-        [*helm, "install", release, str(REPO / "helm" / "samsa-operator"), "-f", str(path)],
-        check=True,
-        capture_output=True,
-        timeout=180,
-        env={"HOME": str(real_cluster.plane.folder), "PATH": "/usr/bin:/bin"},
-    )
+    release = install_operator(real_cluster, ns)
 
     def running() -> dict[str, object] | None:
         pods = real_cluster.get("pods", "-n", ns, "-l", "app.kubernetes.io/name=samsa-operator")
@@ -233,3 +212,69 @@ def test_d_kubelet_restarts_a_broker_killed_in_its_container(real_cluster: Clust
     within(lambda: ready(1), 120, "the broker restarted by the kubelet and Ready again")
     (status,) = real_cluster.get("pod", "-n", ns, "broker")["status"]["containerStatuses"]
     assert "terminated" in status["lastState"], status
+
+
+CLIENT_SCRIPT = """
+set -e
+printf '%s' "$RECORDS" | samsa produce greetings -b "$BOOTSTRAP" --key-separator :
+samsa consume greetings -b "$BOOTSTRAP" --from-beginning --count 20 --format "$FORMAT"
+"""
+
+
+def test_e_example_cluster_in_containers_and_a_client_pod(real_cluster: Cluster) -> None:
+    """examples/kafkacluster-minimal.yaml in a restricted namespace: ZooKeeper and three
+    brokers in containers from their images, non-root with read-only roots, their claims
+    bound, Ready by the kubelet's probes; a client pod of the broker image produces and
+    consumes through the bootstrap Service, found by DNS and reached through kube-proxy."""
+    archives = node_images.archives()
+    if OPERATOR_IMAGE not in archives or ZOOKEEPER_IMAGE not in archives:
+        pytest.skip(f"{OPERATOR_IMAGE} or {ZOOKEEPER_IMAGE} is not built: run `make images`")
+    ns = real_cluster.namespace("example")
+    install_operator(real_cluster, ns)
+    start = time.monotonic()
+    real_cluster.kubectl(
+        "apply", "-n", ns, "-f", str(REPO / "examples" / "kafkacluster-minimal.yaml")
+    )
+    real_cluster.kubectl(
+        "wait", "-n", ns, "--for=condition=Ready", "kafkacluster/demo", "--timeout=400s"
+    )
+    print(f"apply to KafkaCluster Ready: {time.monotonic() - start:.1f} s")
+    pods = real_cluster.get("pods", "-n", ns, "-l", "app.kubernetes.io/instance=demo")["items"]
+    assert len(pods) == 6, [p["metadata"]["name"] for p in pods]
+    for pod in pods:
+        (status,) = pod["status"]["containerStatuses"]
+        assert status["ready"], pod["metadata"]["name"]
+        context = pod["spec"]["containers"][0]["securityContext"]
+        assert context["readOnlyRootFilesystem"] and context["runAsNonRoot"]
+    assert len({p["spec"]["nodeName"] for p in pods}) == NODES
+    claims = real_cluster.get("pvc", "-n", ns)["items"]
+    assert claims and all(c["status"]["phase"] == "Bound" for c in claims)
+    real_cluster.apply(
+        {
+            "apiVersion": "kafka.samsa.dev/v1alpha1",
+            "kind": "Topic",
+            "metadata": {"name": "greetings", "namespace": ns},
+            "spec": {"clusterRef": "demo", "partitions": 3, "replicationFactor": 3},
+        }
+    )
+    real_cluster.kubectl(
+        "wait", "-n", ns, "--for=condition=Ready", "topic/greetings", "--timeout=120s"
+    )
+    status = real_cluster.get("kafkacluster", "-n", ns, "demo")["status"]
+    bootstrap = status["bootstrapServers"]["internal"]
+    records = "".join(f"k{i}:hello {i}\n" for i in range(20))
+    env = [
+        {"name": "RECORDS", "value": records},
+        {"name": "BOOTSTRAP", "value": bootstrap},
+        {"name": "FORMAT", "value": "%k:%s\n"},
+    ]
+    client = restricted_pod(
+        "client",
+        ns,
+        ["sh", "-c", CLIENT_SCRIPT],
+        restartPolicy="Never",
+        container={"env": env},
+    )
+    logs = real_cluster.run_to_end(client)
+    consumed = sorted(line for line in logs.splitlines() if line.startswith("k"))
+    assert consumed == sorted(records.splitlines())
