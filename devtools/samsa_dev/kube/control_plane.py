@@ -284,19 +284,21 @@ class ControlPlane:
 
     def down(self, timeout: float = 20.0) -> None:
         """Stop every process this control plane started (and remove the real nodes)."""
-        if (self.folder / "nodes").exists():
-            from samsa_dev.kube.realnodes import RealNodes
+        try:
+            if (self.folder / "nodes").exists():
+                from samsa_dev.kube.realnodes import RealNodes
 
-            RealNodes(self).down()
-        order = ["keeper", "provisioner", "kube-scheduler", "kube-controller-manager"]
-        order += ["kube-apiserver", "etcd"]
-        for name in order:
-            pid = self.state.pids.get(name)
-            if pid is not None:
-                stop_session(pid, timeout)
-        self.state.pids = {}
-        if self.folder.exists():
-            self.save_state()
+                RealNodes(self).down()
+        finally:
+            order = ["keeper", "provisioner", "kube-scheduler", "kube-controller-manager"]
+            order += ["kube-apiserver", "etcd"]
+            for name in order:
+                pid = self.state.pids.get(name)
+                if pid is not None:
+                    stop_session(pid, timeout)
+            self.state.pids = {}
+            if self.folder.exists():
+                self.save_state()
 
 
 def spawn(command: list[str], log: Path, cwd: Path) -> int:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import functools
 import json
 import os
 import shutil
@@ -22,6 +23,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -83,6 +85,12 @@ def _hierarchies() -> list[Path]:
         if right.split(" ")[0] in ("cgroup", "cgroup2"):
             found.append(Path(left.split(" ")[4]))
     return found
+
+
+def _cgroup_folders(root: Path) -> list[Path]:
+    """A cgroup and its descendants, deepest first. The runtime removes cgroups meanwhile:
+    os.walk passes over a folder that went."""
+    return [Path(folder) for folder, _, _ in os.walk(root, topdown=False)]
 
 
 class RealNodes:
@@ -254,36 +262,49 @@ class RealNodes:
         if not self.state.count and not self.state.pids:
             return
         all_nodes = nodeconfig.nodes(self.folder, self.state.count or nodeconfig.MAX_NODES)
+        steps: list[Callable[[], object]] = []
         for prefix in ("kube-proxy", "kubelet", "containerd"):
             if prefix == "containerd":
-                for node in all_nodes:
-                    self._kill_cgroup(node)
-            for name, pid in self.state.pids.items():
-                if name.startswith(prefix):
-                    stop_session(pid, timeout)
-        for node in all_nodes:
-            self._kill_shims(node)
-        self._unmount()
-        for command in nodeconfig.network_down(all_nodes):
-            _run(command, check=False)
-        for node in all_nodes:
-            self._remove_cgroups(node)
-        self._remove_host_entries()
+                steps += [functools.partial(self._kill_cgroup, node) for node in all_nodes]
+            steps += [
+                functools.partial(stop_session, pid, timeout)
+                for name, pid in self.state.pids.items()
+                if name.startswith(prefix)
+            ]
+        steps += [functools.partial(self._kill_shims, node) for node in all_nodes]
+        steps.append(self._unmount)
+        steps += [
+            functools.partial(_run, command, check=False)
+            for command in nodeconfig.network_down(all_nodes)
+        ]
+        steps += [functools.partial(self._remove_cgroups, node) for node in all_nodes]
+        steps += [self._remove_host_entries, self._restore_sysctls]
+        # Every step runs whatever became of the ones before it; the first failure is raised.
+        failures = []
+        for step in steps:
+            try:
+                step()
+            except Exception as exc:
+                failures.append(exc)
+        if failures:
+            # Kept: `down` again tries what is left.
+            raise failures[0]
+        self.state = NodesState()
+        self.save_state()
+
+    def _restore_sysctls(self) -> None:
         for name, value in self.state.sysctls.items():
             with contextlib.suppress(OSError):
                 _sysctl_path(name).write_text(value)
-        self.state = NodesState()
-        self.save_state()
 
     def _kill_cgroup(self, node: Node) -> None:
         """Every process in the node's cgroups (its containers), killed."""
         for _ in range(20):
             pids = set()
             for hierarchy in _hierarchies():
-                root = hierarchy / node.cgroup_root.lstrip("/")
-                for procs in root.rglob("cgroup.procs") if root.is_dir() else ():
+                for folder in _cgroup_folders(hierarchy / node.cgroup_root.lstrip("/")):
                     with contextlib.suppress(OSError):
-                        pids |= {int(p) for p in procs.read_text().split()}
+                        pids |= {int(p) for p in (folder / "cgroup.procs").read_text().split()}
             pids.discard(os.getpid())
             if not pids:
                 return
@@ -320,13 +341,7 @@ class RealNodes:
 
     def _remove_cgroups(self, node: Node) -> None:
         for hierarchy in _hierarchies():
-            root = hierarchy / node.cgroup_root.lstrip("/")
-            if not root.is_dir():
-                continue
-            folders = sorted(
-                (p for p in root.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)
-            )
-            for folder in [*folders, root]:
+            for folder in _cgroup_folders(hierarchy / node.cgroup_root.lstrip("/")):
                 with contextlib.suppress(OSError):
                     folder.rmdir()
 
