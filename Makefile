@@ -23,15 +23,17 @@ help:
 	@echo "make bench-quick  Samsa beside Kafka, NATS and Redis, small and once (a few minutes)"
 	@echo "make chaos   a seeded fault campaign of 300 faults under load, judged by an independent"
 	@echo "             checker; writes docs/reliability.md (half an hour on 2 cores; root adds tmpfs disks)"
-	@echo "make spark-image  the Spark image with samsa_spark (needs Docker)"
+	@echo "make spark-image  the Spark image with samsa_spark alone"
 	@echo "make crds    render the CRDs from the operator's models into crds/ and the chart"
 	@echo "make chart   helm lint the operator's chart"
-	@echo "make images  build the broker and operator images (needs a Docker engine)"
+	@echo "make images  build every image pods run, with buildah (cached by their inputs)"
 	@echo "make e2e     day-2 operations under load and Spark on Kubernetes, real nodes, and the kind suite"
 	@echo "             (kind needs a Docker engine, real nodes root: each skipped without)"
 
 setup: setup-apt setup-python tools k8s jars programs
 
+# `make images`: buildah builds, mmdebstrap makes the Debian bases (gcc, below, the pause image).
+IMAGE_PACKAGES := buildah mmdebstrap
 # zookeeper: the real server for cluster tests (libservlet-api-java: its admin server, which
 # answers the ZooKeeper pods' readiness probe); kcat: a real client; a JRE for both;
 # maven: fetches Apache Kafka's jars; nats-server and redis-server: the peers `make bench`
@@ -41,7 +43,7 @@ setup: setup-apt setup-python tools k8s jars programs
 # real`); gcc and libc6-dev: the pause image, a static C program.
 APT_PACKAGES := zookeeper libservlet-api-java kcat default-jre-headless maven nats-server \
 	redis-server libnss-wrapper containerd runc containernetworking-plugins iptables conntrack \
-	gcc libc6-dev
+	gcc libc6-dev $(IMAGE_PACKAGES)
 
 setup-apt:
 	@if command -v apt-get >/dev/null; then \
@@ -128,10 +130,9 @@ chaos:
 	$(UV) run python -m chaos --faults $(CHAOS_FAULTS) --seed $(CHAOS_SEED) --brokers 3 \
 		--report docs/reliability.md
 
-SPARK_IMAGE_TAG ?= samsa-spark:0.1.0
+# The Spark image alone (docker.io/library/samsa-spark:0.1.0), as `make images` builds it.
 spark-image:
-	@command -v docker >/dev/null || { echo "make spark-image: docker is not installed"; exit 1; }
-	docker build -f spark-on-k8s/Dockerfile -t $(SPARK_IMAGE_TAG) .
+	$(UV) run samsa-dev images build spark
 
 docs:
 	$(UV) run python -m samsa_dev.protocol_doc > docs/protocol.md
@@ -142,11 +143,11 @@ crds:
 chart: tools
 	.tools/helm lint --strict helm/samsa-operator
 
-IMAGE_TAG ?= 0.1.0
+# The images pods run (broker, operator, ZooKeeper, pause, CoreDNS, Spark, the spark-operator),
+# built with buildah from the repository's Dockerfiles on bases made from Debian's packages,
+# into ~/.cache/samsa/images, keyed by their inputs: a second run builds nothing.
 images:
-	@docker info >/dev/null 2>&1 || { echo "make images: no Docker engine here (docker info failed)"; exit 1; }
-	docker build -f broker_image/Dockerfile -t ghcr.io/samsa-dev/samsa:$(IMAGE_TAG) .
-	docker build -f operator/Dockerfile -t ghcr.io/samsa-dev/samsa-operator:$(IMAGE_TAG) .
+	$(UV) run samsa-dev images build
 
 # The tests marked e2e: the operator's day-2 operations under load and Spark (spark-submit and
 # the spark-operator) on the control plane, pods in containers on real nodes (kubelet,

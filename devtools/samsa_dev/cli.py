@@ -11,6 +11,9 @@ never shipped with the broker.
   ``samsa-dev k8s up|down|status`` runs it on 127.0.0.1, with 3 Nodes whose pods run as local
   processes, or with ``--nodes real`` 3 real nodes (kubelet, containerd, kube-proxy) whose
   pods run in containers.
+- ``samsa-dev images build [NAME ...]`` builds the images pods run (buildah, from Debian's
+  packages and the repository's Dockerfiles) into the cache, and ``samsa-dev images list``
+  shows each with its ref, cache key and state.
 """
 
 from __future__ import annotations
@@ -45,6 +48,11 @@ k8s_app = typer.Typer(
     help="A real Kubernetes control plane on 127.0.0.1, built from source.", no_args_is_help=True
 )
 dev_app.add_typer(k8s_app, name="k8s")
+images_app = typer.Typer(
+    help="The images pods run, built here with buildah and cached by their inputs.",
+    no_args_is_help=True,
+)
+dev_app.add_typer(images_app, name="images")
 DEFAULT_K8S_DIR = Path(".samsa/k8s")
 K8sDir = Annotated[
     Path, typer.Option("--data-dir", help="Where the control plane keeps its data and logs.")
@@ -260,6 +268,34 @@ def k8s_status(data_dir: K8sDir = DEFAULT_K8S_DIR) -> None:
         for name, alive in running.items():
             word = "running" if alive else "stopped"
             sys.stdout.write(f"{name}\tpid {pids[name]}\t{word}\n")
+
+
+@images_app.command("build")
+def images_build(
+    names: Annotated[list[str] | None, typer.Argument(help="Images (all by default).")] = None,
+) -> None:
+    """Build the images (and the bases they need) that the cache lacks, each exported once as
+    an OCI archive; a second run builds nothing."""
+    from samsa_dev import images
+
+    try:
+        done = images.build(names)
+    except (KeyError, images.ImageBuildFailed) as exc:
+        fail(str(exc))
+    for entry, built in done:
+        typer.echo(f"{entry.image.name}\t{entry.image.ref}\t{'built' if built else 'cached'}")
+
+
+@images_app.command("list")
+def images_list() -> None:
+    """Each image: name, ref, cache key, and, if built for the current inputs, its size and
+    archive (an OCI archive for `ctr images import` or `kind load image-archive`)."""
+    from samsa_dev import images
+
+    for name, entry in images.entries().items():
+        record = entry.record()
+        state = f"{record.get('size')}\t{entry.archive}" if record else "not built"
+        typer.echo(f"{name}\t{entry.image.ref}\t{entry.key[:16]}\t{state}")
 
 
 def main() -> None:

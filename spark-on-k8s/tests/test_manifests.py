@@ -194,9 +194,10 @@ def test_the_pieces_fit_together(app):
     assert {"apiGroups": ["kafka.samsa.dev"], "resources": ["kafkaclusters"], "verbs": ["get"]} in (
         role["rules"]
     )
-    # The image the manifests run is the one `make spark-image` builds, and it is not root.
-    makefile = (HERE.parent / "Makefile").read_text()
-    assert f"SPARK_IMAGE_TAG ?= {spec['image']}" in makefile
+    # The image the manifests run is the one `make images` builds, and it is not root.
+    from samsa_dev.images.catalogue import BY_NAME
+
+    assert BY_NAME["spark"].ref == f"docker.io/library/{spec['image']}"
     dockerfile = (HERE / "Dockerfile").read_text()
     assert dockerfile.rstrip().splitlines()[-2] == "USER 185"
     for part in ("driver", "executor"):

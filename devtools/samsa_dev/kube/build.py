@@ -105,6 +105,9 @@ MODULES = (
         {"spark-operator": f"{SPARK_OPERATOR}/cmd/operator"},
         _version_flags("2.5.1"),
     ),
+    # The real nodes' cluster DNS (kubeadm 1.34's CoreDNS) for its image (`make images`),
+    # without symbols: the image is the binary.
+    GoModule("coredns", "1.12.1", {"coredns": "github.com/coredns/coredns"}, "-s -w"),
 )
 KUBERNETES_VERSION = MODULES[1].version
 
