@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -251,3 +252,34 @@ def test_a_second_build_builds_nothing(archives):
     assert [entry.image.name for entry, built in done if built] == []
     assert {entry.image.ref: entry.archive for entry, _ in done} == archives
     assert time.monotonic() - started < 30
+
+
+def test_the_spark_images_run_as_spark_with_pyspark_samsa_spark_and_the_operator(
+    containerd: Containerd, tmp_path: Path
+):
+    """The Spark image (its driver and executor modes are Spark's entrypoint's) and the
+    spark-operator's controller image, on the Spark base: uid 185, Spark 4.2.0, the job
+    package importable, the operator's binary on PATH as its chart runs it."""
+    spark = images.archives(["spark", "spark-operator"])
+    for archive in spark.values():
+        containerd.run("images", "import", str(archive), timeout=600)
+    ref = "docker.io/library/samsa-spark:0.1.0"
+    assert containerd.run("run", "--rm", ref, "samsa-spark-id", "id", "-u").strip() == "185"
+    # A JVM looks its host name up: a pod's /etc/hosts (the kubelet's) has it.
+    hosts = tmp_path / "hosts"
+    hosts.write_text(f"127.0.0.1 localhost {socket.gethostname()}\n")
+    out = containerd.run(
+        "run", "--rm", "--read-only", *_bind(hosts, "/etc/hosts"), ref, "samsa-spark-version",
+        "/opt/entrypoint.sh", "bash", "-c", "spark-submit --version 2>&1",
+    )  # fmt: skip
+    assert "version 4.2.0" in out
+    imports = "import pyspark, samsa_spark, pyspark_samsa, pyarrow; print(pyspark.__version__)"
+    out = containerd.run(
+        "run", "--rm", ref, "samsa-spark-python", "/opt/entrypoint.sh", "python3", "-c", imports
+    )
+    assert out.strip() == "4.2.0"
+    out = containerd.run(
+        "run", "--rm", "ghcr.io/kubeflow/spark-operator/controller:2.5.1", "samsa-sparkop",
+        "/usr/bin/spark-operator", "controller", "start", "--help",
+    )  # fmt: skip
+    assert "--namespaces" in out
