@@ -146,8 +146,11 @@ def _pod_python(name: str, code: str, timeout: float = 600) -> str:
 
 
 def test_job_a_runs_with_spark_submit_on_kind(cluster: str, kafka_cluster: str) -> None:
-    run("make", "-C", str(ROOT), "spark-image", timeout=1800)
-    run("kind", "load", "docker-image", IMAGE, "--name", cluster, timeout=600)
+    from samsa_dev import images
+
+    # `make images` builds it (buildah); kind loads its OCI archive, which keeps the ref.
+    (archive,) = images.archives(["spark"]).values()
+    run("kind", "load", "image-archive", str(archive), "--name", cluster, timeout=600)
     for f in ("rbac.yaml", "checkpoints-pvc.yaml"):
         kubectl("apply", "-f", str(SPARK / "manifests" / f))
     _pod_python(
