@@ -292,7 +292,11 @@ def images_list() -> None:
     archive (an OCI archive for `ctr images import` or `kind load image-archive`)."""
     from samsa_dev import images
 
-    for name, entry in images.entries().items():
+    try:
+        entries = images.entries()
+    except images.ImageBuildFailed as exc:
+        fail(str(exc))
+    for name, entry in entries.items():
         record = entry.record()
         state = f"{record.get('size')}\t{entry.archive}" if record else "not built"
         typer.echo(f"{name}\t{entry.image.ref}\t{entry.key[:16]}\t{state}")
