@@ -153,8 +153,11 @@ images:
 # the spark-operator) on the control plane, pods in containers on real nodes (kubelet,
 # containerd, kube-proxy, CoreDNS; as root, with the images built), and
 # the kind suite (helm install, the examples, produce and consume), skipped with the reason
-# where there is no Docker engine.
+# where there is no Docker engine. The images first (nothing when cached): buildah and the
+# real nodes need root, and without it their tests are skipped with the reason.
 e2e: tools
+	@if [ "$$(id -u)" = 0 ]; then $(MAKE) --no-print-directory images; \
+	else echo "make e2e: not root: no images built, the real nodes' tests are skipped"; fi
 	$(PYTEST) -q -rs -p no:cacheprovider -m e2e --durations=10 tests/e2e tests/integration
 
 clean:

@@ -1,17 +1,14 @@
-"""The real nodes' configuration as data (samsa_dev.kube.nodeconfig) and the pause image's
-archive (samsa_dev.kube.node_images.docker_archive): what the nodes are told, checked
-without starting them (`make e2e` starts them)."""
+"""The real nodes' configuration as data (samsa_dev.kube.nodeconfig): what the nodes are
+told, checked without starting them (`make e2e` starts them)."""
 
 from __future__ import annotations
 
 import ipaddress
-import json
-import tarfile
 from pathlib import Path
 
 import pytest
 
-from samsa_dev.kube import control_plane, node_images, nodeconfig, nodes
+from samsa_dev.kube import control_plane, nodeconfig, nodes
 
 
 def test_each_node_has_its_own_address_pod_range_and_the_fake_nodes_zone(tmp_path: Path) -> None:
@@ -83,24 +80,3 @@ def test_dns_service_is_the_kubelets_cluster_dns() -> None:
     assert container["imagePullPolicy"] == "IfNotPresent"
     assert container["securityContext"]["runAsNonRoot"] is True
     assert {p["containerPort"] for p in container["ports"]} >= {nodeconfig.COREDNS_PORT}
-
-
-def test_docker_archive_names_its_image_and_layer(tmp_path: Path) -> None:
-    out = node_images.docker_archive(
-        tmp_path / "image.tar",
-        "registry.k8s.io/pause:3.10.1",
-        {"/pause": (b"\x7fELF", 0o755)},
-        entrypoint=["/pause"],
-        user="65535:65535",
-    )
-    assert node_images.refs(out) == ["registry.k8s.io/pause:3.10.1"]
-    with tarfile.open(out) as tar:
-        (manifest,) = json.load(tar.extractfile("manifest.json"))  # type: ignore[arg-type]
-        config = json.load(tar.extractfile(manifest["Config"]))  # type: ignore[arg-type]
-        layer = tar.extractfile(manifest["Layers"][0])
-        assert layer is not None
-        with tarfile.open(fileobj=layer) as inner:
-            (member,) = inner.getmembers()
-            assert member.name == "pause" and member.mode == 0o755
-    assert config["config"]["Entrypoint"] == ["/pause"]
-    assert len(config["rootfs"]["diff_ids"]) == 1
