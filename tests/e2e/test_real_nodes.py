@@ -4,14 +4,17 @@ through kube-proxy from a pod on another node, on a port other than its pod's, a
 its NodePort on every node from outside the cluster; and the operator's chart installed by
 helm, its pod in a container under the chart's ServiceAccount; a broker stopped inside its
 container (kubectl exec), which the kubelet starts again; and the example KafkaCluster in
-containers with a client pod producing and consuming through its bootstrap Service. Every
-wait polls with a deadline."""
+containers with a client pod producing and consuming through its bootstrap Service; and a
+stuck KafkaCluster that says why, for the causes only a kubelet finds (a broker image that
+cannot be pulled, a broker that crashes on a bad setting). Every wait polls with a
+deadline."""
 
 from __future__ import annotations
 
 import json
 import time
 import urllib.request
+from typing import Any
 
 import pytest
 from realnodes_support import (
@@ -278,3 +281,67 @@ def test_e_example_cluster_in_containers_and_a_client_pod(real_cluster: Cluster)
     logs = real_cluster.run_to_end(client)
     consumed = sorted(line for line in logs.splitlines() if line.startswith("k"))
     assert consumed == sorted(records.splitlines())
+
+
+# ZooKeeper outside the cluster, never reached: these brokers fail before they look for it,
+# so Ready names the brokers' cause instead of waiting on ZooKeeper's.
+NO_ZOOKEEPER = {"connect": "zookeeper.invalid:2181"}
+# Issue 38's promise: the cause is in the status within 30 s of `kubectl apply`.
+NAMED_WITHIN = 30.0
+
+
+@pytest.fixture(scope="module")
+def stuck_namespace(real_cluster: Cluster) -> str:
+    if OPERATOR_IMAGE not in node_images.archives():
+        pytest.skip(f"{OPERATOR_IMAGE} is not built: run `make images`")
+    ns = real_cluster.namespace("stuck")
+    release = install_operator(real_cluster, ns)
+    real_cluster.kubectl("rollout", "status", "-n", ns, f"deployment/{release}", "--timeout=180s")
+    return ns
+
+
+def stuck(cluster: Cluster, ns: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
+    """Apply a KafkaCluster; its Ready condition once it names a cause (a reason other than
+    the two counts), within NAMED_WITHIN seconds of the apply, and shown by kubectl get."""
+    body = {
+        "apiVersion": "kafka.samsa.dev/v1alpha1",
+        "kind": "KafkaCluster",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"zookeeper": NO_ZOOKEEPER, **spec},
+    }
+    applied = time.monotonic()
+    cluster.apply(body)
+
+    def named() -> dict[str, Any] | None:
+        ready = condition(cluster.get("kafkacluster", "-n", ns, name), "Ready") or {}
+        counted = ("ZooKeeperNotReady", "BrokersNotReady", None)
+        return ready if ready.get("reason") not in counted else None
+
+    ready = within(named, NAMED_WITHIN, f"{name}'s Ready condition to name a cause")
+    assert time.monotonic() - applied < NAMED_WITHIN
+    assert ready["status"] == "False"
+    listing = cluster.kubectl("get", "kc", "-n", ns, name)
+    assert ready["reason"] in listing.splitlines()[1].split(), listing
+    return ready
+
+
+def test_f_a_broker_image_that_cannot_be_pulled_is_named(
+    real_cluster: Cluster, stuck_namespace: str
+) -> None:
+    image = "ghcr.io/samsa-dev/samsa:no-such-tag"
+    spec = {"brokers": {"replicas": 1, "image": image}}
+    ready = stuck(real_cluster, stuck_namespace, "unpulled", spec)
+    assert ready["reason"] == "ImagePullFailed", ready
+    assert f"cannot pull image {image}" in ready["message"], ready
+
+
+def test_g_a_crashing_broker_is_named_with_the_end_of_its_log(
+    real_cluster: Cluster, stuck_namespace: str
+) -> None:
+    spec = {"brokers": {"replicas": 1}, "config": {"log.segment.bytes": "abc"}}
+    ready = stuck(real_cluster, stuck_namespace, "crashing", spec)
+    assert ready["reason"] == "CrashLoopBackOff", ready
+    said = "pod crashing-kafka-0, container broker keeps exiting (exit code 2"
+    assert said in ready["message"], ready
+    # The end of its log, kept by the kubelet as its termination message.
+    assert "log.segment.bytes: invalid value 'abc'" in ready["message"], ready

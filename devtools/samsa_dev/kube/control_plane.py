@@ -30,8 +30,8 @@ from samsa.local_cluster.cluster import pid_alive
 from samsa_dev.kafka import free_port
 from samsa_dev.kube import build, certs
 from samsa_dev.kube.api import Api, kubeconfig
+from samsa_dev.kube.nodeconfig import SERVICE_CIDR
 
-SERVICE_CIDR = "10.96.0.0/16"
 ISSUER = "https://kubernetes.default.svc.cluster.local"
 NODES = 3
 

@@ -22,6 +22,7 @@ BRIDGE = "samsa-nodes"
 HOST_IP = "172.30.0.1"
 PREFIX = 24
 CLUSTER_CIDR = "10.244.0.0/16"
+SERVICE_CIDR = "10.96.0.0/16"
 CLUSTER_DNS = "10.96.0.10"
 CLUSTER_DOMAIN = "cluster.local"
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10.1"
@@ -122,7 +123,12 @@ def network_up(all_nodes: list[Node]) -> list[list[str]]:
             [*inside, "addr", "add", f"{node.ip}/{PREFIX}", "dev", "eth0"],
             [*inside, "link", "set", "eth0", "up"],
             [*inside, "link", "set", "lo", "up"],
-            [*inside, "route", "add", "default", "via", HOST_IP],
+            # The cluster's ranges through the host; nothing else is reachable from a node
+            # (no NAT), so anything else fails at once rather than timing out: an image pull
+            # fails as a registry's "not found" would, not after 10 s of unanswered DNS.
+            [*inside, "route", "add", CLUSTER_CIDR, "via", HOST_IP],
+            [*inside, "route", "add", SERVICE_CIDR, "via", HOST_IP],
+            [*inside, "route", "add", "unreachable", "default"],
             ["ip", "route", "add", node.pod_cidr, "via", node.ip, "dev", BRIDGE],
         ]
     return commands
