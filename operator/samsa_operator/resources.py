@@ -733,7 +733,14 @@ def external_services(cluster: Cluster) -> list[Obj]:
             selector=selector,
             service_type=ext.type,
         )
-        svc["spec"]["externalTrafficPolicy"] = "Local"
+        if ext.type == "LoadBalancer":
+            # The balancer sends only to the node that runs the broker (its health check
+            # says which), and the broker sees the client's address.
+            svc["spec"]["externalTrafficPolicy"] = "Local"
+        # A NodePort keeps the default, Cluster: every node forwards the port to the broker,
+        # wherever its pod runs. The advertised host is fixed before the pod is scheduled;
+        # with Local, only the broker's own node would answer, and a client told another
+        # node's address would never connect.
         out.append(svc)
     if ext.type == "LoadBalancer":  # with NodePorts, any broker's address bootstraps
         bootstrap_port: Obj = {"name": "external", "port": ext.port, "targetPort": target}

@@ -253,7 +253,18 @@ def test_external_services_reach_one_broker_each() -> None:
         assert svc["type"] == "NodePort"
         assert svc["ports"][0]["nodePort"] == 31000 + broker_id
         assert svc["selector"]["statefulset.kubernetes.io/pod-name"] == f"c-kafka-{broker_id}"
+        # Every node forwards the port, not only the broker's: the advertised node need not
+        # be the one its pod runs on.
+        assert "externalTrafficPolicy" not in svc
     assert c.external_bootstrap_servers == "node-0.example.com:31000,node-1.example.com:31001"
+
+
+def test_load_balancers_send_to_the_brokers_node_only() -> None:
+    c = cluster("production-example")
+    for broker_id in range(5):
+        svc = child(c, "Service", f"c-kafka-external-{broker_id}")["spec"]
+        assert svc["type"] == "LoadBalancer"
+        assert svc["externalTrafficPolicy"] == "Local"
 
 
 def run_compose(tmp_path: Path, rack: bool, annotations: str | None) -> subprocess.Popen[bytes]:
