@@ -6,17 +6,21 @@ helm, its pod in a container under the chart's ServiceAccount; a broker stopped 
 container (kubectl exec), which the kubelet starts again; and the example KafkaCluster in
 containers with a client pod producing and consuming through its bootstrap Service; and a
 stuck KafkaCluster that says why, for the causes only a kubelet finds (a broker image that
-cannot be pulled, a broker that crashes on a bad setting). Every wait polls with a
-deadline."""
+cannot be pulled, a broker that crashes on a bad setting); and a KafkaCluster's external
+NodePort listener, through which a client on the host produces and consumes. Every wait
+polls with a deadline."""
 
 from __future__ import annotations
 
 import json
+import socket
+import subprocess
 import time
 import urllib.request
 from typing import Any
 
 import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from realnodes_support import (
     NODES,
     OPERATOR_IMAGE,
@@ -345,3 +349,157 @@ def test_g_a_crashing_broker_is_named_with_the_end_of_its_log(
     assert said in ready["message"], ready
     # The end of its log, kept by the kubelet as its termination message.
     assert "log.segment.bytes: invalid value 'abc'" in ready["message"], ready
+
+
+# In the lower band of the NodePort range, which Kubernetes keeps for ports asked for by
+# number: no port picked at random for test_b's Service can take one of these.
+NODE_PORT_BASE = 30050
+EXTERNAL_BROKERS = 3
+
+
+def node_port_rules(i: int) -> str:
+    """The NAT rules kube-proxy wrote in node i's network namespace."""
+    result = subprocess.run(
+        ["nsenter", f"--net=/run/netns/samsa-node-{i}", "iptables-save", "-t", "nat"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    return result.stdout
+
+
+def connects(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=2):
+            return True
+    except OSError:
+        return False
+
+
+def test_h_a_client_outside_the_cluster_through_the_node_ports(real_cluster: Cluster) -> None:
+    """A KafkaCluster with an external NodePort listener (one ZooKeeper server, three
+    brokers): a librdkafka client in the test process, on the host and so outside the
+    cluster, produces to every partition and reads every record back through the nodes'
+    addresses and the brokers' NodePorts, which kube-proxy forwards to the pods."""
+    archives = node_images.archives()
+    if OPERATOR_IMAGE not in archives or ZOOKEEPER_IMAGE not in archives:
+        pytest.skip(f"{OPERATOR_IMAGE} or {ZOOKEEPER_IMAGE} is not built: run `make images`")
+
+    ns = real_cluster.namespace("external")
+    install_operator(real_cluster, ns)
+    # Broker i advertises node i's address (172.30.0.1i; three brokers, three nodes). As on
+    # a real cluster, the advertised host is written before the scheduler places the pod,
+    # so it need not be the broker's own node: with a NodePort every node forwards the port
+    # (kube-proxy) to the broker wherever it runs, and each broker's node port is its own.
+    external = {
+        "type": "NodePort",
+        "nodePortBase": NODE_PORT_BASE,
+        "advertisedHostTemplate": "172.30.0.1{id}",
+    }
+    real_cluster.apply(
+        {
+            "apiVersion": "kafka.samsa.dev/v1alpha1",
+            "kind": "KafkaCluster",
+            "metadata": {"name": "outside", "namespace": ns},
+            "spec": {
+                "brokers": {"replicas": EXTERNAL_BROKERS},
+                "zookeeper": {"replicas": 1},
+                "listeners": {"external": external},
+            },
+        },
+        {
+            "apiVersion": "kafka.samsa.dev/v1alpha1",
+            "kind": "Topic",
+            "metadata": {"name": "outside", "namespace": ns},
+            "spec": {"clusterRef": "outside", "partitions": 3, "replicationFactor": 3},
+        },
+    )
+    start = time.monotonic()
+    real_cluster.kubectl(
+        "wait", "-n", ns, "--for=condition=Ready", "kafkacluster/outside", "--timeout=400s"
+    )
+    real_cluster.kubectl(
+        "wait", "-n", ns, "--for=condition=Ready", "topic/outside", "--timeout=120s"
+    )
+    print(f"apply to KafkaCluster and Topic Ready: {time.monotonic() - start:.1f} s")
+    nodes = [f"172.30.0.{10 + i}" for i in range(NODES)]
+    ports = [NODE_PORT_BASE + i for i in range(EXTERNAL_BROKERS)]
+    advertised = {i: (nodes[i], ports[i]) for i in range(EXTERNAL_BROKERS)}
+    status = real_cluster.get("kafkacluster", "-n", ns, "outside")["status"]
+    bootstrap = status["bootstrapServers"]["external"]
+    assert bootstrap == ",".join(f"{h}:{p}" for h, p in advertised.values())
+
+    # The brokers listen on their pods' addresses only: nothing of theirs is on a node's
+    # address or port, so a node's port reaches a broker through kube-proxy's NAT alone.
+    labels = "app.kubernetes.io/instance=outside,app.kubernetes.io/component=kafka"
+    pods = real_cluster.get("pods", "-n", ns, "-l", labels)["items"]
+    assert len(pods) == EXTERNAL_BROKERS
+    for pod in pods:
+        assert not pod["spec"].get("hostNetwork"), pod["metadata"]["name"]
+        assert pod["status"]["podIP"].startswith("10.244."), pod["status"]["podIP"]
+        declared = [p for c in pod["spec"]["containers"] for p in c.get("ports", [])]
+        assert not [p for p in declared if "hostPort" in p], declared
+        (listener,) = [p["containerPort"] for p in declared if p["name"] == "external"]
+        # The broker's external listener answers on its pod's address, and its port on a
+        # node's address is closed: only the NodePort, NATed by kube-proxy, leads to it.
+        assert connects(pod["status"]["podIP"], listener)
+        assert not any(connects(node, listener) for node in nodes), listener
+        print(f"{pod['metadata']['name']} runs on {pod['spec']['nodeName']}")
+    for i in range(NODES):
+
+        def forwarded(i: int = i) -> bool:
+            rules = node_port_rules(i).splitlines()
+            nat = [r for r in rules if r.startswith("-A KUBE-NODEPORTS")]
+            return all(any(f"--dport {port} " in r for r in nat) for port in ports)
+
+        within(forwarded, 60, f"kube-proxy's rules for ports {ports} on node {i}")
+    # Every broker's port on every node, the nodes without its pod included.
+    for host in nodes:
+        for port in ports:
+            within(lambda a=(host, port): connects(*a), 60, f"a connection to {host}:{port}")
+
+    # The client: bootstrapped by the status' external address, then told each broker's
+    # advertised node address and port, as a client outside a real cluster would be.
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all"})
+    metadata = producer.list_topics("outside", timeout=30)
+    assert {b.id: (b.host, b.port) for b in metadata.brokers.values()} == advertised
+    assert sorted(metadata.topics["outside"].partitions) == [0, 1, 2]
+    records = {f"k{p}-{n}": f"hello {p} {n}" for p in range(3) for n in range(10)}
+    delivered: list[tuple[str, str]] = []
+    failed: list[str] = []
+
+    def report(err: Any, msg: Any) -> None:
+        if err is not None:
+            failed.append(str(err))
+        else:
+            delivered.append((msg.key().decode(), msg.value().decode()))
+
+    for key, value in records.items():
+        partition = int(key[1])
+        producer.produce("outside", value, key, partition=partition, on_delivery=report)
+    assert producer.flush(60) == 0, "records still unacknowledged after 60 s"
+    assert not failed, failed
+    assert sorted(delivered) == sorted(records.items())
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "outside-reader",
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        consumer.assign([TopicPartition("outside", p, OFFSET_BEGINNING) for p in range(3)])
+        read: list[tuple[str, str]] = []
+        deadline = time.monotonic() + 60
+        while len(read) < len(records) and time.monotonic() < deadline:
+            msg = consumer.poll(1.0)
+            if msg is None:
+                continue
+            assert msg.error() is None, msg.error()
+            read.append((msg.key().decode(), msg.value().decode()))
+    finally:
+        consumer.close()
+    # Each record once: the idempotent producer wrote no duplicate.
+    assert sorted(read) == sorted(records.items())
