@@ -78,7 +78,9 @@ class Containerd:
     def stop(self) -> None:
         for task in self.run("tasks", "ls", "-q").split():
             subprocess.run(self.ctr("tasks", "kill", "-s", "SIGKILL", task), capture_output=True)
-        time.sleep(0.5)
+        deadline = time.monotonic() + 30
+        while "RUNNING" in self.run("tasks", "ls") and time.monotonic() < deadline:
+            time.sleep(0.1)  # poll: the killed tasks stop before they can be deleted
         for container in self.run("containers", "ls", "-q").split():
             subprocess.run(self.ctr("tasks", "delete", "-f", container), capture_output=True)
             subprocess.run(self.ctr("containers", "delete", container), capture_output=True)
@@ -241,8 +243,13 @@ def test_pause_and_coredns_start(containerd: Containerd):
     )  # fmt: skip
     assert "CoreDNS-1.12.1" in out
     containerd.run("run", "-d", "--read-only", "registry.k8s.io/pause:3.10.1", "samsa-pause")
-    time.sleep(1)
-    assert "RUNNING" in containerd.run("tasks", "ls")
+
+    def running() -> tuple[bool, str]:
+        out = containerd.run("tasks", "ls")
+        return "RUNNING" in out, out
+
+    tasks = _wait_for(running, "the pause container running", timeout=30)
+    assert "samsa-pause" in tasks
     containerd.run("tasks", "kill", "-s", "SIGTERM", "samsa-pause")
 
 

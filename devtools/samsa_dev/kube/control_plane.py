@@ -123,7 +123,13 @@ class ControlPlane:
         from samsa_dev.kube import node_images, nodeconfig
         from samsa_dev.kube.realnodes import RealNodes
 
-        provisioner = [sys.executable, "-m", "samsa_dev.kube.realnodes", str(self.folder)]
+        provisioner = [
+            sys.executable,
+            "-m",
+            "samsa_dev.kube.keeper",
+            str(self.folder),
+            "--no-nodes",
+        ]
         self._spawn("provisioner", provisioner)
         self.save_state()
         archives = node_images.archives()

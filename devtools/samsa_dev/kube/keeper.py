@@ -1,6 +1,8 @@
-"""``python -m samsa_dev.kube.keeper FOLDER [--pods]``: the control plane's companion process:
-Nodes kept Ready, the local provisioner, and with ``--pods`` the node agent for every
-namespace (``samsa-dev k8s up``; the tests run their own agent per namespace instead)."""
+"""``python -m samsa_dev.kube.keeper FOLDER [--pods] [--no-nodes]``: the control plane's
+companion process: Nodes kept Ready, the local provisioner, and with ``--pods`` the node agent
+for every namespace (``samsa-dev k8s up``; the tests run their own agent per namespace
+instead). With ``--no-nodes``, the provisioner alone: real nodes (kube/realnodes.py) register
+themselves, and the keeper's Nodes would clash with their names."""
 
 from __future__ import annotations
 
@@ -30,12 +32,11 @@ async def _forever(name: str, step: object) -> None:
             await asyncio.sleep(1)
 
 
-async def main(folder: Path, pods: bool) -> None:
+async def main(folder: Path, pods: bool, nodes: bool = True) -> None:
     api = Api(folder / "kubeconfig", agent="samsa-node-keeper")
-    loops = [
-        _forever("nodes", NodeKeeper(api).run),
-        _forever("provisioner", Provisioner(api, folder / "volumes").run),
-    ]
+    loops = [_forever("provisioner", Provisioner(api, folder / "volumes").run)]
+    if nodes:
+        loops.append(_forever("nodes", NodeKeeper(api).run))
     agent = None
     if pods:
         from samsa_dev.kube.agent import NodeAgent
@@ -59,6 +60,7 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("folder", type=Path)
     parser.add_argument("--pods", action="store_true")
+    parser.add_argument("--no-nodes", dest="nodes", action="store_false")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    asyncio.run(main(args.folder, args.pods))
+    asyncio.run(main(args.folder, args.pods, args.nodes))

@@ -21,7 +21,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -371,26 +370,3 @@ class RealNodes:
         if results.is_dir():
             for entry in results.glob(f"{nodeconfig.CNI_NETWORK}-*"):
                 entry.unlink(missing_ok=True)
-
-
-def provisioner_main(folder: Path) -> None:
-    """The local volume provisioner alone: with real nodes the keeper's fake Nodes would
-    clash with the real ones' names."""
-    from samsa_dev.kube.provisioner import Provisioner
-
-    async def run() -> None:
-        api = Api(folder / "kubeconfig", agent="samsa-provisioner")
-        while True:
-            try:
-                await Provisioner(api, folder / "volumes").run()
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                print(f"provisioner failed: {exc!r}; starting it again", file=sys.stderr)
-                await asyncio.sleep(1)
-
-    asyncio.run(run())
-
-
-if __name__ == "__main__":
-    provisioner_main(Path(sys.argv[1]))
