@@ -18,7 +18,7 @@ KEY = apis.LEADER_AND_ISR
 MIN_VERSION = MAX_VERSION = apis.LEADER_AND_ISR_VERSION
 
 
-def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
+async def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     if not cluster_allowed(services, ctx, AclOperation.CLUSTER_ACTION):
         return apis.LeaderAndIsrResponse(
             error_code=ErrorCode.cluster_authorization_failed, topics=()
@@ -50,6 +50,7 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
             )
     if not from_the_controller(services, request.controller_epoch):
         return apis.LeaderAndIsrResponse(error_code=ErrorCode.stale_controller_epoch, topics=())
+    await services.store.learn_topics(set(ids))
     errors = manager.become_leader_or_follower(request.controller_epoch, items)
     by_topic: dict[str, list[apis.LeaderAndIsrPartitionError]] = {}
     for tp, code in errors.items():

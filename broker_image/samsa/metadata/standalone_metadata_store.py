@@ -178,6 +178,9 @@ class StandaloneMetadataStore:
             self._save()
             self._changed({name})
 
+    async def learn_topics(self, names: set[str]) -> None:
+        """This store is the record itself: it knows every topic already."""
+
     async def create_partitions(self, name: str, new_assignment: dict[int, list[int]]) -> None:
         topic = self._topics[name]
         merged = {**topic.assignment, **new_assignment}

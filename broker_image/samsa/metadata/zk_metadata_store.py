@@ -189,6 +189,20 @@ class ZkMetadataStore:
         self._rebuild(name)
         return topic
 
+    async def learn_topics(self, names: set[str]) -> None:
+        # A controller's LeaderAndIsr can come before this broker's watches have seen the
+        # topic it names; as Kafka's ZooKeeper mode, read the topic and its configs here, so
+        # that its log is created with its overrides and no batch is appended with defaults.
+        for name in names - self._topics.keys():
+            znode = await self.zk.topic(name)
+            configs = await self.zk.topic_config(name)
+            if znode is None:
+                continue
+            self._assignments.setdefault(name, (znode.topic_id, znode.assignment))
+            self._configs.setdefault(name, configs)
+            await self._watch(name)
+            self._rebuild(name)
+
     async def delete_topic(self, name: str) -> None:
         await self.zk.mark_topic_for_deletion(name)
 
