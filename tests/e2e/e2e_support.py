@@ -1,5 +1,6 @@
-"""The kind suite: a real Kubernetes in Docker. Every test here is skipped, with the reason,
-where there is no Docker engine or no kind binary."""
+"""The e2e suites' shared helpers (the e2e mark, a pod of the broker image for the
+`restricted` level) and the kind suite's fixture: a real Kubernetes in Docker. Every kind
+test is skipped, with the reason, where there is no Docker engine or no kind binary."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -105,3 +107,41 @@ def in_cluster(pod: str, *samsa_args: str, stdin: str | None = None) -> str:
         *samsa_args,
         stdin=stdin,
     )
+
+
+def pod_manifest(
+    name: str, namespace: str, image: str, command: list[str] | None = None, **spec: Any
+) -> dict[str, Any]:
+    """A pod of the broker image as the `restricted` Pod Security level wants it: non-root,
+    no capabilities, the runtime's seccomp profile, a read-only root with emptyDirs where
+    the image writes. Without `command`, the image's own (a broker)."""
+    container: dict[str, Any] = {
+        "name": "main",
+        "image": image,
+        "imagePullPolicy": "IfNotPresent",
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "runAsNonRoot": True,
+            "capabilities": {"drop": ["ALL"]},
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "volumeMounts": [
+            {"name": "data", "mountPath": "/var/lib/samsa"},
+            {"name": "tmp", "mountPath": "/tmp"},
+        ],
+    }
+    if command:
+        container["command"] = command
+    container.update(spec.pop("container", {}))
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "labels": {"app": name}},
+        "spec": {
+            "containers": [container],
+            "volumes": [{"name": "data", "emptyDir": {}}, {"name": "tmp", "emptyDir": {}}],
+            "terminationGracePeriodSeconds": 5,
+            **spec,
+        },
+    }

@@ -7,13 +7,16 @@ images are not built."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
+import day2_k8s
 import pytest
+from e2e_support import pod_manifest
 
 from samsa_dev.kube import node_images, nodeconfig, realnodes
 from samsa_dev.kube.control_plane import ControlPlane
@@ -60,13 +63,17 @@ class Cluster:
     def __init__(self, plane: ControlPlane) -> None:
         self.plane = plane
 
-    def kubectl(self, *args: str, stdin: str | None = None, check: bool = True) -> str:
+    def kubectl(
+        self, *args: str, stdin: str | None = None, check: bool = True, timeout: float = 120
+    ) -> str:
+        # A command with a --timeout of its own (kubectl wait, delete) is given that and more.
+        own = [int(a[len("--timeout=") : -1]) for a in args if re.fullmatch(r"--timeout=\d+s", a)]
         result = subprocess.run(
             [str(TOOLS / "kubectl"), f"--kubeconfig={self.plane.kubeconfig}", *args],
             input=stdin,
             capture_output=True,
             text=True,
-            timeout=120,
+            timeout=max([timeout, *(t + 30 for t in own)]),
             # Its caches in the cluster's folder, not the home folder.
             env={"HOME": str(self.plane.folder), "PATH": "/usr/bin:/bin"},
         )
@@ -117,39 +124,21 @@ class Cluster:
 def restricted_pod(
     name: str, namespace: str, command: list[str] | None = None, **spec: Any
 ) -> dict[str, Any]:
-    """A pod of the broker image as the `restricted` level wants it: non-root, no
-    capabilities, the runtime's seccomp profile, a read-only root with emptyDirs where the
-    image writes. Without `command`, the image's own (a broker)."""
-    container: dict[str, Any] = {
-        "name": "main",
-        "image": BROKER_IMAGE,
-        "imagePullPolicy": "IfNotPresent",
-        "securityContext": {
-            "allowPrivilegeEscalation": False,
-            "readOnlyRootFilesystem": True,
-            "runAsNonRoot": True,
-            "capabilities": {"drop": ["ALL"]},
-            "seccompProfile": {"type": "RuntimeDefault"},
-        },
-        "volumeMounts": [
-            {"name": "data", "mountPath": "/var/lib/samsa"},
-            {"name": "tmp", "mountPath": "/tmp"},
-        ],
-    }
-    if command:
-        container["command"] = command
-    container.update(spec.pop("container", {}))
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": namespace, "labels": {"app": name}},
-        "spec": {
-            "containers": [container],
-            "volumes": [{"name": "data", "emptyDir": {}}, {"name": "tmp", "emptyDir": {}}],
-            "terminationGracePeriodSeconds": 5,
-            **spec,
-        },
-    }
+    """A pod of the broker image for the `restricted` level (e2e_support.pod_manifest)."""
+    return pod_manifest(name, namespace, BROKER_IMAGE, command, **spec)
+
+
+def helm(cluster: Cluster, *args: str) -> str:
+    """The real helm against the cluster."""
+    result = subprocess.run(
+        [str(TOOLS / "helm"), f"--kubeconfig={cluster.plane.kubeconfig}", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={"HOME": str(cluster.plane.folder), "PATH": "/usr/bin:/bin"},
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout
 
 
 def install_operator(cluster: Cluster, ns: str) -> str:
@@ -160,15 +149,7 @@ def install_operator(cluster: Cluster, ns: str) -> str:
     path = cluster.plane.folder / f"operator-values-{ns}.json"
     path.write_text(json.dumps(values))
     chart = REPO / "helm" / "samsa-operator"
-    helm = [str(TOOLS / "helm"), f"--kubeconfig={cluster.plane.kubeconfig}", "-n", ns]
-    result = subprocess.run(
-        [*helm, "install", release, str(chart), "-f", str(path)],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        env={"HOME": str(cluster.plane.folder), "PATH": "/usr/bin:/bin"},
-    )
-    assert result.returncode == 0, result.stderr
+    helm(cluster, "-n", ns, "install", release, str(chart), "-f", str(path))
     return release
 
 
@@ -192,3 +173,41 @@ def real_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         yield Cluster(plane)
     finally:
         plane.down()
+
+
+def container_task(cluster: Cluster, ns: str, pod: str, container: str) -> tuple[Path, str]:
+    """The containerd socket of the node that runs `pod`, and its container's id there."""
+    found = cluster.get("pod", "-n", ns, pod)
+    node = found["spec"]["nodeName"]
+    [status] = [c for c in found["status"]["containerStatuses"] if c["name"] == container]
+    [socket] = [
+        n.socket for n in nodeconfig.nodes(cluster.plane.folder / "nodes", NODES) if n.name == node
+    ]
+    return socket, status["containerID"].split("//", 1)[1]
+
+
+CTR_ACTIONS = {
+    "kill": ["kill", "--signal", "SIGKILL"],
+    "pause": ["pause"],
+    "resume": ["resume"],
+}
+
+
+def signal_container(
+    cluster: Cluster, ns: str, pod: str, container: str, action: day2_k8s.Action
+) -> None:
+    """Kill (SIGKILL) or freeze or thaw (the cgroup freezer) a container's task in its node's
+    containerd, from outside the container."""
+    socket, task = container_task(cluster, ns, pod, container)
+    ctr = ["ctr", "--address", str(socket), "-n", "k8s.io", "task", *CTR_ACTIONS[action]]
+    subprocess.run([*ctr, task], check=True, capture_output=True, timeout=30)
+
+
+def day2_target(cluster: Cluster, ns: str, operator_ns: str) -> day2_k8s.Target:
+    """The day-2 scenarios' Target on the real nodes: kubectl, and the broker containers'
+    tasks signalled in their nodes' containerd."""
+
+    def signal(pod: str, action: day2_k8s.Action) -> None:
+        signal_container(cluster, ns, pod, "broker", action)
+
+    return day2_k8s.Target(cluster.kubectl, ns, operator_ns, BROKER_IMAGE, signal)

@@ -19,6 +19,7 @@ import time
 import urllib.request
 from typing import Any
 
+import day2_k8s
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from realnodes_support import (
@@ -28,6 +29,7 @@ from realnodes_support import (
     ZOOKEEPER_IMAGE,
     Cluster,
     condition,
+    day2_target,
     install_operator,
     restricted_pod,
     within,
@@ -503,3 +505,19 @@ def test_h_a_client_outside_the_cluster_through_the_node_ports(real_cluster: Clu
         consumer.close()
     # Each record once: the idempotent producer wrote no duplicate.
     assert sorted(read) == sorted(records.items())
+
+
+# About 5 minutes on a quiet machine; each wait inside has a deadline of its own.
+@pytest.mark.timeout(1500)
+def test_i_day2_under_load_loses_nothing(real_cluster: Cluster) -> None:
+    """tests/e2e/day2_k8s.py on the real nodes, in a restricted namespace: a config roll (the
+    controller last, the operator's pod killed during it), a roll held by a frozen follower,
+    a leader's pod force-deleted, a broker killed in its container, 3 to 5 to 3 brokers,
+    under an idempotent acks=all load of which every acknowledged record is read back
+    once."""
+    archives = node_images.archives()
+    if OPERATOR_IMAGE not in archives or ZOOKEEPER_IMAGE not in archives:
+        pytest.skip(f"{OPERATOR_IMAGE} or {ZOOKEEPER_IMAGE} is not built: run `make images`")
+    ns = real_cluster.namespace("day2")
+    install_operator(real_cluster, ns)
+    day2_k8s.run(day2_target(real_cluster, ns, ns))

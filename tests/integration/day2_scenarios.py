@@ -1,7 +1,7 @@
 """The day-2 scenarios' shared body, used by tests/integration (the local control plane) and
-tests/e2e (kind): the KafkaCluster they run, and what each scenario waits for and expects
-of the cluster's status and layout. The suites differ only in how they reach the cluster
-(local processes here, pods and `kubectl` there)."""
+tests/e2e (real nodes and kind, through tests/e2e/day2_k8s.py): the KafkaCluster they run,
+and what each scenario waits for and expects of the cluster's status and layout. The suites
+differ only in how they reach the cluster (local processes here, pods and `kubectl` there)."""
 
 from __future__ import annotations
 
@@ -48,6 +48,17 @@ def condition(status: Status, kind: str) -> dict[str, Any]:
         if c["type"] == kind:
             return dict(c)
     return {}
+
+
+def ready(brokers: int) -> Callable[[Status], bool]:
+    """Ready, with `brokers` brokers each ready and a controller."""
+
+    def check(status: Status) -> bool:
+        every = [b.get("ready") for b in status.get("brokers", [])] == [True] * brokers
+        ok = condition(status, "Ready").get("status") == "True"
+        return ok and every and status.get("controllerId") is not None
+
+    return check
 
 
 def roll_finished(brokers: int) -> Callable[[Status], bool]:

@@ -113,9 +113,7 @@ condition = scenarios.condition
 async def wait_ready(kube: KubeNamespace, brokers: int, within: float = 120) -> dict[str, Any]:
     async def ready() -> dict[str, Any] | None:
         status = await cluster_status(kube)
-        ok = condition(status, "Ready").get("status") == "True"
-        every = [b["ready"] for b in status.get("brokers", [])] == [True] * brokers
-        return status if ok and every and status.get("controllerId") is not None else None
+        return status if scenarios.ready(brokers)(status) else None
 
     return await eventually(ready, within, f"{brokers} brokers ready")
 
