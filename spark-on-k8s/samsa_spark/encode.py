@@ -20,7 +20,8 @@ import cramjam
 import crc32c
 import numpy as np
 import pyarrow as pa
-from numba import njit
+
+from samsa_spark.compiled import compiled
 
 # Kafka's compression.type names and the codec ids of the attributes field.
 CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
@@ -34,12 +35,12 @@ _XERIAL_HEADER = b"\x82SNAPPY\x00" + struct.pack(">ii", 1, 1)
 _XERIAL_BLOCK = 32 * 1024
 
 
-@njit(cache=True, nogil=True)
+@compiled
 def _zigzag(v):
     return (np.uint64(v) << np.uint64(1)) ^ np.uint64(v >> 63)
 
 
-@njit(cache=True, nogil=True)
+@compiled
 def _varint_size(v):
     z = _zigzag(v)
     n = 1
@@ -49,7 +50,7 @@ def _varint_size(v):
     return n
 
 
-@njit(cache=True, nogil=True)
+@compiled
 def _put_varint(out, pos, v):
     z = _zigzag(v)
     while z >= np.uint64(0x80):
@@ -60,7 +61,7 @@ def _put_varint(out, pos, v):
     return pos + 1
 
 
-@njit(cache=True, nogil=True)
+@compiled
 def _put_field(out, pos, data, start, length):
     """A length-prefixed field; length -1 is null."""
     pos = _put_varint(out, pos, length)
@@ -69,12 +70,12 @@ def _put_field(out, pos, data, start, length):
     return pos + max(length, 0)
 
 
-@njit(cache=True, nogil=True)
+@compiled
 def _field_size(length):
     return _varint_size(length) + max(length, 0)
 
 
-@njit(cache=True, nogil=True)
+@compiled
 def _encode(
     rows,
     k_off,
@@ -136,7 +137,7 @@ def _encode(
     return out
 
 
-@njit(cache=True, nogil=True)
+@compiled
 def _murmur2_partitions(k_off, k_len, k_data, partitions):
     """Kafka's Utils.murmur2 of each key, made positive, modulo `partitions`; -1 for null
     keys, which the caller places."""

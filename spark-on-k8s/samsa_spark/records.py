@@ -27,8 +27,8 @@ from typing import NamedTuple
 import cramjam
 import numpy as np
 import pyarrow as pa
-from numba import njit
 
+from samsa_spark.compiled import compiled
 from samsa_spark.schema import arrow_schema
 
 # baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta,
@@ -130,7 +130,7 @@ def _is_abort_marker(records: memoryview) -> bool:
     return bool(_walk_one_key(data) == _ABORT_MARKER)
 
 
-@njit(cache=True, nogil=True)
+@compiled
 def _varint(data, pos, limit):
     """A zigzag varint at `pos`: (value, position after it)."""
     result = np.uint64(0)
@@ -152,7 +152,7 @@ def _varint(data, pos, limit):
     return half, pos
 
 
-@njit(cache=True, nogil=True)
+@compiled
 def _span(data, p, end):
     """A length-prefixed field at `p`: (start, length or -1 for null, position after it)."""
     n, p = _varint(data, p, end)
@@ -164,7 +164,7 @@ def _span(data, p, end):
     return start, n, p
 
 
-@njit(cache=True, nogil=True)
+@compiled
 def _walk_one_key(data):
     """The type field of a control record's key (-1 if it has none)."""
     n = len(data)
@@ -179,7 +179,7 @@ def _walk_one_key(data):
     return (np.int64(data[p + 2]) << 8) | np.int64(data[p + 3])
 
 
-@njit(cache=True, nogil=True)
+@compiled
 def _walk(data, starts, ends, counts, base_offsets, timestamps, log_append):
     """Every record of the batch sections [starts[b], ends[b]) of `data`: offset, timestamp,
     key and value positions and lengths (-1 for null), and where its headers begin."""
@@ -222,7 +222,7 @@ def _walk(data, starts, ends, counts, base_offsets, timestamps, log_append):
     return offsets, ts, key_pos, key_len, val_pos, val_len, hdr_pos, hdr_end, hdr_count
 
 
-@njit(cache=True, nogil=True)
+@compiled
 def _walk_headers(data, hdr_pos, hdr_end, hdr_count):
     """Positions and lengths of every header key and value of the given records."""
     total = 0
@@ -246,7 +246,7 @@ def _walk_headers(data, hdr_pos, hdr_end, hdr_count):
     return kp, kl, vp, vl
 
 
-@njit(cache=True, nogil=True)
+@compiled
 def _gather(data, pos, length):
     """Arrow binary offsets and data for the byte ranges (pos, length); -1 is null."""
     n = len(pos)

@@ -234,3 +234,14 @@ def test_an_abort_marker_below_start_ends_the_aborted_transaction() -> None:
     got = decode(data, "t", 0, 2, 10, read_committed=True, aborted=[(0, 0)])
     assert got.batch.column("value").to_pylist() == [b"committed"]
     assert got.next_offset == 4
+
+
+def test_a_loop_numba_cannot_cache_still_compiles_and_runs() -> None:
+    """Where numba has no folder to write its cache in (a container's non-root user, a
+    read-only install; here a function with no source file), the loop compiles in the
+    process instead of failing the import."""
+    from samsa_spark.compiled import compiled
+
+    scope: dict[str, object] = {}
+    exec("def add(a, b):\n    return a + b\n", scope)
+    assert compiled(scope["add"])(2, 3) == 5
