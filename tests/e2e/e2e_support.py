@@ -4,6 +4,7 @@ test is skipped, with the reason, where there is no Docker engine or no kind bin
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -145,3 +146,16 @@ def pod_manifest(
             **spec,
         },
     }
+
+
+def kind_signal(namespace: str, pod: str, container: str, signal: str) -> None:
+    """Send a signal (`-KILL`, `-STOP`, `-CONT`) to a container's process from its kind node,
+    found through the node's runtime (crictl): the container's pid 1 ignores a SIGKILL sent
+    from inside its own namespace."""
+    spec = json.loads(kubectl("get", "pod", "-n", namespace, pod, "-o", "json"))
+    node = spec["spec"]["nodeName"]
+    [status] = [c for c in spec["status"]["containerStatuses"] if c["name"] == container]
+    cid = status["containerID"].split("//", 1)[1]
+    inspect = ["crictl", "inspect", "--output", "go-template", "--template", "{{.info.pid}}"]
+    pid = run("docker", "exec", node, *inspect, cid).strip()
+    run("docker", "exec", node, "kill", signal, pid)

@@ -10,6 +10,7 @@ manifests need none."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from day2_support import NAME, in_thread, start_cluster
 from kube_support import REPO
 from test_spark_submit import in_namespace
+
+sys.path.insert(0, str(REPO / "tests" / "e2e"))
+from spark_k8s import network_policies
 
 from samsa.local_cluster import ZooKeeperServer
 from samsa_dev.kube.build import spark_operator_chart
@@ -47,35 +51,6 @@ def application(namespace: str) -> dict[str, Any]:
     spec["driver"]["memory"] = spec["executor"]["memory"] = "512m"
     spec["executor"]["instances"] = 1
     return dict(app)
-
-
-def network_policies(namespace: str, release: str) -> str:
-    """The spark-operator's image runs Spark 4.0's spark-submit; here its controller runs the
-    local Spark 4.2's, which also puts the application behind a NetworkPolicy. The chart's
-    RBAC predates that: its controller may manage them in the job namespace."""
-    name = f"{release}-controller-network-policies"
-    role = {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "Role",
-        "metadata": {"name": name, "namespace": namespace},
-        "rules": [
-            {
-                "apiGroups": ["networking.k8s.io"],
-                "resources": ["networkpolicies"],
-                "verbs": ["create", "get", "list", "watch", "patch", "delete", "deletecollection"],
-            }
-        ],
-    }
-    binding = {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "RoleBinding",
-        "metadata": {"name": name, "namespace": namespace},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
-        "subjects": [
-            {"kind": "ServiceAccount", "name": f"{release}-controller", "namespace": namespace}
-        ],
-    }
-    return yaml.safe_dump_all([role, binding])
 
 
 def owners(obj: dict[str, Any]) -> set[tuple[str, str]]:
@@ -137,7 +112,7 @@ async def test_the_spark_operator_runs_the_shipped_ad_clicks_application(
         "--set",
         f"spark.jobNamespaces={{{kube.name}}}",
     )
-    await kube.kubectl("apply", "-f", "-", stdin=network_policies(kube.name, release))
+    await kube.kubectl("apply", "-f", "-", stdin=network_policies(kube.name, release, kube.name))
     for shipped in ("rbac.yaml", "checkpoints-pvc.yaml"):
         text = in_namespace((MANIFESTS / shipped).read_text(), kube.name)
         await kube.kubectl("apply", "-f", "-", stdin=text)

@@ -218,6 +218,10 @@ class ControlPlane:
             f"--kubelet-client-key={key}",
             # The kubelets' Node addresses: the hostname resolves nowhere.
             "--kubelet-preferred-address-types=InternalIP",
+            # Webhooks (the spark-operator's) by their Service's endpoints: the host routes
+            # to the pods' addresses, while Service addresses are kube-proxy's rules inside
+            # the nodes, as on a control plane that runs no kube-proxy of its own.
+            "--enable-aggregator-routing=true",
         ]
 
     def _controller_manager(self) -> list[str]:

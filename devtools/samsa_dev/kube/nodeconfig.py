@@ -269,10 +269,13 @@ def kubelet_config(node: Node, ca_file: Path, resolv_conf: Path) -> dict[str, An
         # Never collect images: nothing can pull them back (no registry is reachable).
         "imageGCHighThresholdPercent": 100,
         "imageGCLowThresholdPercent": 99,
+        # No disk-pressure eviction ("0%" turns a signal off): the nodes share the host's
+        # disk, and under pressure the kubelet deleted every unused image, the pause image
+        # included, which nothing can pull back; no pod could start after.
         "evictionHard": {
             "memory.available": "100Mi",
-            "nodefs.available": "1%",
-            "imagefs.available": "1%",
+            "nodefs.available": "0%",
+            "imagefs.available": "0%",
         },
         "serializeImagePulls": False,
         # What it writes on the host is put back by realnodes; refusing would stop it.

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from samsa.local_cluster.cluster import pid_alive
+from samsa_dev import images
 from samsa_dev.kube import build, certs, nodeconfig
 from samsa_dev.kube.api import Api, ApiError, kubeconfig
 from samsa_dev.kube.control_plane import spawn, stop_session
@@ -224,6 +225,11 @@ class RealNodes:
                 raise TimeoutError(f"{name} did not answer in time (log {self.log(name)})")
             time.sleep(0.2)
 
+    def load_images(self, names: list[str]) -> None:
+        """Images of the catalogue (built first if missing) into every running node's
+        containerd: those that only some tests need (Spark's are 1.5 GB) come when asked."""
+        self._import(dict(images.archives(names)))
+
     def _import(self, archives: dict[str, Path]) -> None:
         """Every archive into every node's containerd, the nodes in parallel."""
 
@@ -271,7 +277,7 @@ class RealNodes:
                 if name.startswith(prefix)
             ]
         steps += [functools.partial(self._kill_shims, node) for node in all_nodes]
-        steps.append(self._unmount)
+        steps += [self._unmount, self._remove_contents]
         steps += [
             functools.partial(_run, command, check=False)
             for command in nodeconfig.network_down(all_nodes)
@@ -323,20 +329,35 @@ class RealNodes:
                 if b"containerd-shim" in command[0] and marker in command:
                     os.kill(int(proc.name), signal.SIGKILL)
 
+    def _mounts(self) -> list[str]:
+        """The mount points under the nodes' folder."""
+        points = []
+        for line in Path("/proc/self/mountinfo").read_text().splitlines():
+            point = line.split(" ")[4].replace("\\040", " ")
+            if point == str(self.folder) or point.startswith(f"{self.folder}/"):
+                points.append(point)
+        return points
+
     def _unmount(self) -> None:
         """Mounts under the nodes' folder (the kubelet's volumes and rshared root dirs,
         containerd's rootfs and sandbox namespaces), deepest first."""
         for _ in range(5):
-            points = []
-            for line in Path("/proc/self/mountinfo").read_text().splitlines():
-                point = line.split(" ")[4].replace("\\040", " ")
-                if point == str(self.folder) or point.startswith(f"{self.folder}/"):
-                    points.append(point)
+            points = self._mounts()
             if not points:
                 return
             for point in sorted(points, key=len, reverse=True):
                 if _run(["umount", point], check=False).returncode != 0:
                     _run(["umount", "-l", point], check=False)
+
+    def _remove_contents(self) -> None:
+        """The nodes' images, containers and pods' volumes (gigabytes with Spark's images:
+        a test run's temporary folder kept them all); their logs stay. Only once nothing is
+        mounted under the nodes' folder, so that nothing mounted there is removed."""
+        if self._mounts():
+            raise RuntimeError(f"still mounted under {self.folder}: {self._mounts()[:3]}")
+        for node in nodeconfig.nodes(self.folder, self.state.count or nodeconfig.MAX_NODES):
+            for contents in ("containerd", "kubelet"):
+                shutil.rmtree(node.path(contents), ignore_errors=True)
 
     def _remove_cgroups(self, node: Node) -> None:
         for hierarchy in _hierarchies():
