@@ -1,15 +1,17 @@
-"""The e2e suites' shared helpers (the e2e mark, a pod of the broker image for the
-`restricted` level) and the kind suite's fixture: a real Kubernetes in Docker. Every kind
-test is skipped, with the reason, where there is no Docker engine or no kind binary."""
+"""The e2e suites' shared helpers (the e2e mark, polling with a deadline, a pod of the
+broker image for the `restricted` level) and the kind suite's fixture: a real Kubernetes in
+Docker. Every kind test is skipped, with the reason, where there is no Docker engine or no
+kind binary."""
 
 from __future__ import annotations
 
 import json
 import shutil
 import subprocess
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -17,6 +19,7 @@ REPO = Path(__file__).resolve().parents[2]
 TOOLS = REPO / ".tools"
 CLUSTER = "samsa-e2e"
 TAG = "e2e"
+T = TypeVar("T")
 BROKER_IMAGE = f"ghcr.io/samsa-dev/samsa:{TAG}"
 OPERATOR_IMAGE = f"ghcr.io/samsa-dev/samsa-operator:{TAG}"
 
@@ -43,6 +46,18 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.e2e)
             if reason and "kind_cluster" in getattr(item, "fixturenames", ()):
                 item.add_marker(pytest.mark.skip(reason=reason))
+
+
+def within(probe: Callable[[], T | None], seconds: float, what: str, every: float = 0.5) -> T:
+    """Poll `probe` until it returns something truthy; fail after `seconds`."""
+    deadline = time.monotonic() + seconds
+    while True:
+        found = probe()
+        if found:
+            return found
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {seconds} s waiting for {what}")
+        time.sleep(every)
 
 
 def run(*cmd: str, timeout: float = 600, stdin: str | None = None) -> str:

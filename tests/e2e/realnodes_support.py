@@ -9,14 +9,13 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import day2_k8s
 import pytest
-from e2e_support import pod_manifest
+from e2e_support import pod_manifest, within
 
 from samsa_dev.kube import node_images, nodeconfig, realnodes
 from samsa_dev.kube.control_plane import ControlPlane
@@ -28,7 +27,6 @@ BROKER_IMAGE = "ghcr.io/samsa-dev/samsa:0.1.0"
 OPERATOR_IMAGE = "ghcr.io/samsa-dev/samsa-operator:0.1.0"
 ZOOKEEPER_IMAGE = "docker.io/library/zookeeper:3.9"
 NODES = 3
-T = TypeVar("T")
 
 
 def why_not() -> str | None:
@@ -45,18 +43,6 @@ def why_not() -> str | None:
     if missing:
         return f"images {', '.join(missing)} are not built: run `make images`"
     return None
-
-
-def within(probe: Callable[[], T | None], seconds: float, what: str, every: float = 0.5) -> T:
-    """Poll `probe` until it returns something truthy; fail after `seconds`."""
-    deadline = time.monotonic() + seconds
-    while True:
-        found = probe()
-        if found:
-            return found
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {seconds} s waiting for {what}")
-        time.sleep(every)
 
 
 class Cluster:

@@ -16,13 +16,13 @@ samsa_spark and confluent_kafka): the brokers' names resolve inside the cluster 
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
+from e2e_support import within
 
 from samsa_spark.generator import closed_window_counts, generate
 
@@ -114,16 +114,6 @@ class Spark:
                 s["namespace"] = self.ns
         return docs
 
-    def wait(self, probe: Callable[[], Any], what: str, within: float = 600) -> Any:
-        deadline = time.monotonic() + within
-        while True:
-            found = probe()
-            if found:
-                return found
-            if time.monotonic() > deadline:
-                raise AssertionError(f"timed out after {within} s waiting for {what}")
-            time.sleep(3)
-
     # -- the Kafka side -------------------------------------------------------------------
 
     def kafka_cluster(self) -> str:
@@ -160,7 +150,7 @@ class Spark:
         status = self.get("kc", CLUSTER)["status"]
         return str(status["bootstrapServers"]["internal"])
 
-    def python(self, name: str, code: str, within: float = 300) -> str:
+    def python(self, name: str, code: str, seconds: float = 300) -> str:
         """Python in a pod of the Spark image, to its end; its output."""
         context = {
             "allowPrivilegeEscalation": False,
@@ -192,7 +182,7 @@ class Spark:
             phase = self.get("pod", name)["status"].get("phase")
             return str(phase) if phase in ("Succeeded", "Failed") else None
 
-        phase = self.wait(finished, f"the pod {name} to finish", within)
+        phase = within(finished, seconds, f"the pod {name} to finish", every=3)
         out = self.kubectl("logs", name)
         assert phase == "Succeeded", out[-3000:]
         return out
@@ -271,7 +261,7 @@ class Spark:
                 raise AssertionError(f"the driver failed:\n{logs}")
             return "done" if "Succeeded" in phases else None
 
-        self.wait(driver_done, "the driver to process the input and stop", 900)
+        within(driver_done, 900, "the driver to process the input and stop", every=3)
         [driver] = self.spark_pods("driver")
         executors = self.spark_pods("executor")
         assert len(executors) == 2, [e["metadata"]["name"] for e in executors]
@@ -303,7 +293,7 @@ class Spark:
             assert state not in ("FAILED", "SUBMISSION_FAILED"), found.get("status")
             return str(state) if state == "RUNNING" else None
 
-        self.wait(running, "the SparkApplication RUNNING", 600)
+        within(running, 600, "the SparkApplication RUNNING", every=3)
         driver_name = f"{APPLICATION}-driver"
         driver = self.get("pod", driver_name)
         mounts = driver["spec"]["containers"][0].get("volumeMounts") or []
@@ -319,7 +309,7 @@ class Spark:
                 raise AssertionError(f"the driver failed before it was killed:\n{events}")
             return len(self.counted(bootstrap)) >= len(half)
 
-        self.wait(first_half, "the first half's windows")
+        within(first_half, 600, "the first half's windows", every=3)
 
         # New input, and the driver killed as it may be reading it.
         self.publish(bootstrap, 1)
@@ -333,10 +323,13 @@ class Spark:
                 new and new["metadata"]["uid"] != uid and new["status"].get("phase") == "Running"
             )
 
-        self.wait(again, "the driver submitted again and running", 600)
+        within(again, 600, "the driver submitted again and running", every=3)
         everything = expected(first + second)
-        self.wait(
-            lambda: len(self.counted(bootstrap)) >= len(everything), "every closed window", 600
+        within(
+            lambda: len(self.counted(bootstrap)) >= len(everything),
+            600,
+            "every closed window",
+            every=3,
         )
         assert self.counted(bootstrap) == everything
         status = self.get("sparkapplication", APPLICATION)["status"]
