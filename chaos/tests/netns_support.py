@@ -1,5 +1,6 @@
 """What the namespaced-cluster tests share: a load producer that remembers what was
-acknowledged and when, a read-back of a partition, and a deadline poll."""
+acknowledged and when, a read-back of a partition, a deadline poll, and what a failed wait
+reports (each broker's view of the partition, the producers' errors, the brokers' logs)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TypeVar
+from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
 
 from confluent_kafka import (
     OFFSET_BEGINNING,
@@ -18,6 +20,9 @@ from confluent_kafka import (
     TopicPartition,
 )
 from confluent_kafka.admin import AdminClient, NewTopic
+
+if TYPE_CHECKING:
+    from chaos.netns_cluster import NetnsCluster
 
 T = TypeVar("T")
 
@@ -167,3 +172,49 @@ def read_partition(bootstrap: str, topic: str, partition: int = 0) -> list[tuple
         return records
     finally:
         consumer.close()
+
+
+def _broker_view(bootstrap: str, topic: str) -> str:
+    """The partition's leader and ISR as one broker's Metadata answers them."""
+    try:
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        meta = admin.list_topics(topic, timeout=5)
+        part = meta.topics[topic].partitions[0]
+        return f"controller {meta.controller_id}, leader {part.leader}, ISR {part.isrs}"
+    except Exception as exc:  # a cut-off broker may not answer: that is part of the report
+        return f"no answer ({exc})"
+
+
+def _log_tail(path: Path, lines: int) -> list[str]:
+    if not path.exists():
+        return ["(no log)"]
+    kept = [
+        line
+        for line in path.read_text(errors="replace").splitlines()
+        if "__consumer_offsets" not in line
+    ]
+    return kept[-lines:]
+
+
+def cluster_report(
+    cluster: NetnsCluster, topic: str, loads: list[LoadProducer], log_lines: int = 25
+) -> str:
+    """What a failed wait needs to be understood later: ZooKeeper's partition state, each
+    broker's Metadata view of it, each producer's counts and first errors, and the tail of
+    each broker's log."""
+    out = []
+    try:
+        out.append(f"ZooKeeper: {cluster.partition_state(topic, 0)}")
+    except Exception as exc:
+        out.append(f"ZooKeeper: no answer ({exc})")
+    for b in cluster.brokers:
+        out.append(f"broker {b} says: {_broker_view(cluster.bootstrap(b), topic)}")
+    for load in loads:
+        out.append(
+            f"producer {load.prefix!r} ({load.bootstrap}): sent {load.sent}, "
+            f"acked {load.acked()}, errors {load.errors[:3]}"
+        )
+    for b in cluster.brokers:
+        out.append(f"--- broker {b}'s log, last lines:")
+        out.extend(_log_tail(cluster.log_path(b), log_lines))
+    return "\n".join(out)

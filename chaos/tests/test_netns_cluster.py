@@ -17,7 +17,13 @@ from chaos.faults import network as network_faults
 from chaos.faults.base import Environment
 from chaos.netns import Netns, broker_node
 from chaos.netns_cluster import NetnsCluster
-from chaos.tests.netns_support import LoadProducer, create_topic, read_partition, wait_for
+from chaos.tests.netns_support import (
+    LoadProducer,
+    cluster_report,
+    create_topic,
+    read_partition,
+    wait_for,
+)
 from chaos.tests.test_netns import require_netns
 
 pytestmark = pytest.mark.slow
@@ -138,6 +144,9 @@ def leader_cut_off(cluster: NetnsCluster, topic: str, old: int, zookeeper_only: 
             f"broker {old} back in the ISR, the early producer acknowledged again, "
             f"{time.monotonic() - healed_at:.1f} s after healing"
         )
+    except AssertionError as exc:
+        # Read before healing ends the state that failed (a cut-off broker's view included).
+        raise AssertionError(f"{exc}\n{cluster_report(cluster, topic, loads)}") from None
     finally:
         cluster.network.heal()
         for load in loads:
