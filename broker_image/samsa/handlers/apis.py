@@ -155,7 +155,7 @@ class KafkaApis:
     def _finish(
         self, api: Api, ctx: RequestContext, result: HandlerResult, started: float
     ) -> Chunks | None:
-        self.services.on_request(api.name, time.perf_counter() - started)
+        self.services.on_request(ctx.metric_name or api.name, time.perf_counter() - started)
 
         if result is None:
             return None

@@ -76,6 +76,9 @@ class RequestContext:
     conn: ClientConnection
     # time.perf_counter() when the request was taken up.
     started: float = 0.0
+    # The request metrics' name when it is not the API's: Kafka counts a Fetch as
+    # FetchConsumer or FetchFollower.
+    metric_name: str = ""
 
     @property
     def version(self) -> int:

@@ -47,6 +47,7 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
         if replica_state is not None
         else getattr(request, "replica_id", -1)
     )
+    ctx.metric_name = "FetchFollower" if replica_id >= 0 else "FetchConsumer"
     # Followers fetch with CLUSTER_ACTION on the cluster, consumers with READ on each topic.
     follower_allowed = replica_id < 0 or cluster_allowed(services, ctx, AclOperation.CLUSTER_ACTION)
     try:

@@ -57,6 +57,9 @@ def test_health_ready_and_metrics(samsa_broker: InProcessBroker) -> None:
     assert samples['kafka_log_log_end_offset{partition="0",topic="metered"}'] == 25
     assert samples['kafka_log_log_end_offset{partition="1",topic="metered"}'] == 25
     assert samples['kafka_network_request_metrics_requests_total{request="Produce"}'] >= 1
+    # A consumer's Fetch is counted as FetchConsumer, as Kafka's RequestMetrics count it.
+    assert samples['kafka_network_request_metrics_requests_total{request="FetchConsumer"}'] >= 1
+    assert 'kafka_network_request_metrics_requests_total{request="Fetch"}' not in samples
     assert samples['kafka_server_broker_topic_metrics_messages_out_total{topic="metered"}'] == 50
     assert samples['kafka_server_broker_topic_metrics_bytes_out_total{topic="metered"}'] > 5000
     assert samples["kafka_server_socket_server_metrics_connection_count"] >= 1

@@ -136,8 +136,10 @@ def metrics(broker: InProcessBroker) -> dict[str, float]:
 
 
 def fetch_requests(broker: InProcessBroker) -> float:
-    """Fetch requests the broker has answered so far."""
-    return metrics(broker).get('kafka_network_request_metrics_requests_total{request="Fetch"}', 0)
+    """Consumers' Fetch requests the broker has answered so far."""
+    return metrics(broker).get(
+        'kafka_network_request_metrics_requests_total{request="FetchConsumer"}', 0
+    )
 
 
 def bytes_in(broker: InProcessBroker, topic: str) -> float:

@@ -248,7 +248,7 @@ def test_a_follower_fetch_is_answered_for_records_not_for_the_high_watermark(
     create_topic(cluster, "steps", partitions=1, rf=3, **{"min.insync.replicas": "2"})
     wait_until(lambda: isr(cluster, "steps", 0) == [0, 1, 2], 60, what="a full ISR")
     the_leader = leader(cluster, "steps", 0)
-    fetches = 'kafka_network_request_metrics_requests_total{request="Fetch"}'
+    fetches = 'kafka_network_request_metrics_requests_total{request="FetchFollower"}'
     producer = Producer(
         {"bootstrap.servers": cluster.bootstrap_servers, "acks": "all", "linger.ms": 0}
     )
