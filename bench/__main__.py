@@ -26,6 +26,7 @@ from bench import (
     operations,
     peers,
     replication,
+    request_cpu,
     security,
     spark_read,
     spark_write,
@@ -39,6 +40,12 @@ COMPONENTS: dict[str, tuple[str, Callable[[bool], list[Row]]]] = {
         "Replication: 3 brokers, librdkafka, 100 B records, 6 partitions; e2e latency, RF=1 "
         "beside RF=3, and the brokers' stage timings (histogram percentiles)",
         replication.run,
+    ),
+    "request_cpu": (
+        "Replicated path CPU: 3 brokers, librdkafka, 100 B records, 6 partitions, linger.ms=1; "
+        "the brokers' cores and CPU per request at 200, 1,000 and 10,000 msg/s, RF=3 acks=all "
+        "beside RF=1 acks=1, medians of 3 runs",
+        request_cpu.run,
     ),
     "groups": ("Consumer groups: 3 librdkafka members, 6 partitions, 100 B records", groups.run),
     "cleaner": (
