@@ -63,4 +63,9 @@ class ApacheKafkaCluster(System):
             cluster.start_node(node_id)
         if crashed:
             cluster.wait_serving(120)
-        return cluster.down()
+        codes = cluster.down()
+        self.stop_report = "\n".join(
+            f"node {node} did not stop within 30 s; its server.log ended:\n" + "\n".join(lines)
+            for node, lines in cluster.killed_at_down.items()
+        )
+        return codes

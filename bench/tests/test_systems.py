@@ -60,6 +60,8 @@ def test_system_takes_each_workload_and_stops_cleanly(system_class: type[System]
 
         ports = _ports(system)
         codes = system.stop()
-    assert codes and all(code == 0 for code in codes), f"unclean exits: {codes}"
+    assert codes and all(code == 0 for code in codes), (
+        f"unclean exits: {codes}\n{getattr(system, 'stop_report', '')}"
+    )
     assert not any(port_open(p) for p in ports)
     assert not system.workdir.exists()

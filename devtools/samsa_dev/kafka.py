@@ -306,6 +306,9 @@ class ApacheKafka:
         self.heap = heap
         self.state: KafkaState | None = None
         self._procs: dict[int, subprocess.Popen[bytes]] = {}
+        # The last lines of server.log of each node ``down`` had to kill: read before the data
+        # directory goes, so that a caller can say why a node did not stop.
+        self.killed_at_down: dict[int, list[str]] = {}
 
     # -- state ---------------------------------------------------------------------------------
 
@@ -497,6 +500,11 @@ class ApacheKafka:
         for n in live:
             if not self._wait_gone(n.node_id, n.pid, timeout):
                 self.kill_node(n.node_id)
+                log = self.node_dir(n.node_id) / "server.log"
+                with contextlib.suppress(OSError):
+                    self.killed_at_down[n.node_id] = log.read_text(errors="replace").splitlines()[
+                        -30:
+                    ]
             proc = self._procs.get(n.node_id)
             if proc is not None:
                 # The JVM reports a SIGTERM that its shutdown hooks completed as 128 + 15.
