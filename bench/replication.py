@@ -49,7 +49,7 @@ KAFKA = NAMES["kafka"]
 Buckets = dict[str, dict[float, float]]  # stage -> upper bound -> cumulative count
 
 
-def _http_ports(data_dir: Path) -> list[int]:
+def http_ports(data_dir: Path) -> list[int]:
     state = json.loads((data_dir / "cluster.json").read_text())
     return [int(b["http_port"]) for b in state["brokers"]]
 
@@ -213,7 +213,7 @@ def _compared(samsa: list[Row], kafka: list[Row]) -> None:
 def run(quick: bool = False) -> list[Row]:
     rows = _ceiling_rows(quick)
     with SamsaCluster() as system:
-        samsa = _cases(system, _http_ports(system.workdir / "data"), quick)
+        samsa = _cases(system, http_ports(system.workdir / "data"), quick)
     kafka: list[Row] = []
     try:
         with ApacheKafkaCluster() as reference:

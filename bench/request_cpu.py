@@ -14,15 +14,14 @@ is ``bench.round_trip``'s server CPU per round trip, one at a time.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import statistics
 import urllib.request
 from dataclasses import dataclass
-from pathlib import Path
 
 from bench import round_trip
+from bench.replication import http_ports
 from bench.samsa_system import SamsaCluster, create_topic
 from bench.system import System
 from bench.table import Row
@@ -77,11 +76,6 @@ class Measured:
         return self.cores * 1e6 / total if total else None
 
 
-def _http_ports(data_dir: Path) -> list[int]:
-    state = json.loads((data_dir / "cluster.json").read_text())
-    return [int(b["http_port"]) for b in state["brokers"]]
-
-
 def _case(
     system: System, ports: list[int], topic: str, rate: int, acks: str, seconds: float
 ) -> Measured:
@@ -97,7 +91,7 @@ def one_run(seconds: float) -> dict[tuple[str, int], Measured]:
     """Every case on one fresh cluster."""
     out: dict[tuple[str, int], Measured] = {}
     with SamsaCluster() as system:
-        ports = _http_ports(system.workdir / "data")
+        ports = http_ports(system.workdir / "data")
         endpoint = system.endpoint
         for label, rf, _ in SETUPS:
             config = {"min.insync.replicas": "2"} if rf > 1 else {}
