@@ -19,9 +19,16 @@ log = logging.getLogger(__name__)
 
 
 class LogManagerTasks:
-    def __init__(self, log_manager: LogManager, dynamic_config: Callable[[], KafkaConfig]) -> None:
+    def __init__(
+        self,
+        log_manager: LogManager,
+        dynamic_config: Callable[[], KafkaConfig],
+        on_retention: Callable[[], None] = lambda: None,
+    ) -> None:
         self.log_manager = log_manager
         self.dynamic_config = dynamic_config
+        # Segments were deleted: log start offsets may have moved (the fetch sessions' cue).
+        self.on_retention = on_retention
 
     def schedule(self, scheduler: KafkaScheduler, config: KafkaConfig) -> None:
         scheduler.schedule(config["log.retention.check.interval.ms"], self._retention)
@@ -37,6 +44,7 @@ class LogManagerTasks:
         deleted = self.log_manager.cleanup_logs()
         if deleted:
             log.info("retention deleted %d segments", deleted)
+            self.on_retention()
             self.log_manager.checkpoint_log_start_offsets()
 
     def _expire_producers(self) -> None:

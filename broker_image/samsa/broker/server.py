@@ -224,7 +224,9 @@ class KafkaServer:
             )
         if config["http.listener"]:
             await self._start_http()
-        LogManagerTasks(log_manager, self.dynamic_config).schedule(self.scheduler, config)
+        LogManagerTasks(log_manager, self.dynamic_config, replica_manager.retention_ran).schedule(
+            self.scheduler, config
+        )
         self._started = True
         log.info(
             "broker %d (cluster %s%s) serving Kafka on %s:%d%s, %d partitions, started in %.0f ms",

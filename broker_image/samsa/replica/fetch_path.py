@@ -18,7 +18,7 @@ from samsa.metadata.model import TopicPartition
 from samsa.protocol.errors import ErrorCode
 from samsa.protocol.fileregion import FileRegion
 from samsa.replica.hosted_partitions import HostedPartitions
-from samsa.replica.partition import READ_COMMITTED
+from samsa.replica.partition import READ_COMMITTED, FetchClock
 
 
 @dataclass(slots=True)
@@ -119,18 +119,21 @@ class FetchPath(HostedPartitions):
             total += len(data.records)
         return responses, total
 
-    def quiet(self, req: FetchPartitionRequest, replica_id: int) -> tuple[int, int, int] | None:
+    def quiet(
+        self, req: FetchPartitionRequest, replica_id: int, session: FetchClock | None = None
+    ) -> tuple[int, int, int] | None:
         """For a partition of a follower's fetch session that this fetch did not name: its
         (high watermark, last stable offset, log start offset) if the follower has the
         leader's whole log and is in the ISR, so that a read would find nothing; the follower
-        is noted caught up now. None: it must be read (``read``), to move its state or to
-        answer with records or an error."""
+        is noted caught up now, and as of each fetch of ``session`` until it reads the
+        partition again. None: it must be read (``read``), to move its state or to answer
+        with records or an error."""
         partition = self.partitions.get(req.tp)
         if (
             partition is None
             or not partition.is_leader
             or (0 <= req.current_leader_epoch != partition.leader_epoch)
-            or not partition.follower_at_end(replica_id, req.fetch_offset)
+            or not partition.follower_at_end(replica_id, req.fetch_offset, session)
         ):
             return None
         return (

@@ -60,16 +60,35 @@ class FetchSession(Generic[F]):
         self.epoch = 1  # the epoch the next incremental fetch must carry
         self.fetches: dict[TopicPartition, F] = {}
         self.told: dict[TopicPartition, _Told] = {}
+        # Partitions a fetch found with nothing to tell the follower, at which version of the
+        # partition's state: skipped while the version holds, so that a round trip of
+        # replication costs the partitions that moved, not all the session holds.
+        self.quiet: dict[TopicPartition, int] = {}
+        # The leader's count of log start offsets moved by retention when ``quiet`` was
+        # last valid: a move empties it.
+        self.log_starts_moved = 0
+        # When the follower fetched through the session last, and the time before (monotonic
+        # ms): how long a skipped partition's follower has been caught up.
+        self.fetch_ms = 0
+        self.previous_fetch_ms = 0
+
+    def fetched(self, now_ms: int) -> None:
+        """A fetch through the session arrived."""
+        self.previous_fetch_ms = self.fetch_ms
+        self.fetch_ms = now_ms
 
     def update(
         self, changed: Iterable[tuple[TopicPartition, F]], forgotten: Iterable[TopicPartition]
     ) -> None:
         """An incremental fetch: its partitions added or changed, its forgotten ones gone."""
+        quiet = self.quiet
         for tp in forgotten:
             self.fetches.pop(tp, None)
             self.told.pop(tp, None)
+            quiet.pop(tp, None)
         for tp, fetch in changed:
             self.fetches[tp] = fetch
+            quiet.pop(tp, None)
 
     def told_already(self, tp: TopicPartition, hw: int, lso: int, start: int) -> bool:
         """Whether the follower was told these offsets of ``tp`` last."""

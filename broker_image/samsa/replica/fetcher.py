@@ -60,6 +60,10 @@ class FetchState:
     truncating: bool = True
     # Monotonic time before which this partition is not fetched (after an error).
     delayed_until: float = 0.0
+    # What the next fetch asks of the partition, kept while the log does not change (None:
+    # build it again): most partitions of a fetch are idle, and the follower's side of a
+    # round trip cost a rebuild of each.
+    fetch: PartitionFetch | None = None
 
 
 class Throttle:
@@ -115,6 +119,11 @@ class ReplicaFetcher:
                 self._run(), name=f"replica-fetcher-{self.leader_id}"
             )
 
+    def log_starts_moved(self) -> None:
+        """Retention may have moved log start offsets, which each fetch tells the leader."""
+        for s in self.states.values():
+            s.fetch = None
+
     def remove(self, tp: TopicPartition) -> None:
         self.states.pop(tp, None)
 
@@ -129,6 +138,8 @@ class ReplicaFetcher:
         while self.states:
             try:
                 truncating = [s for s in self.states.values() if s.truncating]
+                for s in truncating:
+                    s.fetch = None
                 if truncating:
                     await self._truncate(truncating)
                 now = time.monotonic()
@@ -235,6 +246,10 @@ class ReplicaFetcher:
         wanted: list[tuple[TopicPartition, PartitionFetch]] = []
         for s in states:
             partition = s.partition
+            kept = s.fetch
+            if kept is not None and not partition.adding:
+                wanted.append((partition.tp, kept))
+                continue
             plog = partition.log
             max_bytes = self.config.partition_max_bytes
             if self.throttled(partition):
@@ -243,19 +258,15 @@ class ReplicaFetcher:
                     s.delayed_until = time.monotonic() + 0.1
                     continue
             epoch = plog.latest_epoch
-            wanted.append(
-                (
-                    partition.tp,
-                    (
-                        partition.tp.partition,
-                        partition.leader_epoch,
-                        plog.log_end_offset,
-                        epoch if epoch is not None else UNDEFINED_EPOCH,
-                        plog.log_start_offset,
-                        max_bytes,
-                    ),
-                )
+            s.fetch = (
+                partition.tp.partition,
+                partition.leader_epoch,
+                plog.log_end_offset,
+                epoch if epoch is not None else UNDEFINED_EPOCH,
+                plog.log_start_offset,
+                max_bytes,
             )
+            wanted.append((partition.tp, s.fetch))
         if not wanted:
             await asyncio.sleep(0.05)
             return
@@ -324,6 +335,7 @@ class ReplicaFetcher:
                 self._append(state, p, received)
 
     def _append(self, state: FetchState, p: Any, received: float) -> None:
+        state.fetch = None  # its log end or start may move
         partition = state.partition
         plog = partition.log
         records = p.records
@@ -366,6 +378,7 @@ class ReplicaFetcher:
         partition.update_follower_high_watermark(p.high_watermark)
 
     def _on_partition_error(self, state: FetchState, error: ErrorCode, p: Any = None) -> None:
+        state.fetch = None
         partition = state.partition
         backoff = self.config.backoff_ms / 1000
         if error == ErrorCode.offset_out_of_range and p is not None:
@@ -439,6 +452,10 @@ class ReplicaFetcherManager:
             leader = self._leader_of.pop(tp, None)
             if leader is not None and leader in self.fetchers:
                 self.fetchers[leader].remove(tp)
+
+    def log_starts_moved(self) -> None:
+        for fetcher in self.fetchers.values():
+            fetcher.log_starts_moved()
 
     def following(self, tp: TopicPartition) -> int | None:
         return self._leader_of.get(tp)

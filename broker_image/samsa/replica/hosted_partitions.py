@@ -41,6 +41,9 @@ class HostedPartitions:
         self.stages = StageClock()
         self.now_ms = now_ms or wall_clock_ms
         self.controller_epoch = -1
+        # How many times retention moved log start offsets up: fetch sessions, which skip
+        # partitions whose state they saw last, look at every partition again after a move.
+        self.log_starts_moved = 0
         # Brokers the controller named as leaders (host, port), before UpdateMetadata arrives.
         self.known_brokers: dict[int, tuple[str, int]] = {}
         self._checkpointed_hw = log_manager.read_high_watermarks()
@@ -97,6 +100,12 @@ class HostedPartitions:
         self.log_manager.write_high_watermarks(
             {(tp.topic, tp.partition): p.high_watermark for tp, p in self.partitions.items()}
         )
+
+    def retention_ran(self) -> None:
+        """Retention deleted segments: log start offsets may have moved."""
+        self.log_starts_moved += 1
+        if self.fetcher_manager is not None:
+            self.fetcher_manager.log_starts_moved()
 
     def _on_data(self, tp: TopicPartition, committed: bool) -> None:
         if committed:

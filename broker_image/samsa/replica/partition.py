@@ -13,10 +13,12 @@ Everything here is synchronous and does no I/O; the replica manager drives it.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from time import perf_counter
+from typing import Protocol
 
 from samsa.log import Log, LogAppendInfo
 from samsa.log.producer_state import AppendOrigin
@@ -40,6 +42,19 @@ class ProducePartitionResponse:
     record_errors: tuple[RecordError, ...] = ()
 
 
+class FetchClock(Protocol):
+    """A follower's fetch session, as the leader's ISR check sees it: when the follower last
+    fetched through it, and when before that (monotonic ms)."""
+
+    fetch_ms: int
+    previous_fetch_ms: int
+
+
+# Versions of partitions' state, unique across Partition objects, so that a partition created
+# again (deleted and re-created) never matches what a fetch session noted of the one before.
+_versions = itertools.count(1)
+
+
 @dataclass(slots=True)
 class ReplicaState:
     """What the leader knows of one follower."""
@@ -53,6 +68,18 @@ class ReplicaState:
     last_fetch_leader_leo: int = -1
     # When records were last sent to this follower (0: its last fetch got none).
     records_sent_at: float = 0.0
+    # The fetch session that found the follower at the end of this partition's log, and
+    # skips the partition while nothing changes (``Partition.version``): the follower has been
+    # caught up as of that session's every fetch since, which its own times above no longer
+    # record. None once a fetch reads the partition again.
+    session: FetchClock | None = None
+
+    def caught_up_ms(self) -> int:
+        """When the follower was last known to have the leader's whole log."""
+        session = self.session
+        if session is not None and session.fetch_ms > self.last_caught_up_ms:
+            return session.fetch_ms
+        return self.last_caught_up_ms
 
 
 @dataclass(slots=True)
@@ -122,6 +149,10 @@ class Partition:
         self._high_watermark = -1
         self.high_watermark = max(min(start, log.log_end_offset), log.log_start_offset)
         self._on_data = on_data
+        # Changes with anything a follower's fetch of this partition would see (the log end,
+        # the offsets, the leadership and ISR): a fetch session skips a partition whose
+        # version is the one it found quiet at.
+        self.version = next(_versions)
         # Milliseconds for the followers' lag (last caught up, last fetch): a monotonic clock.
         self._now_ms = now_ms
         self._alter_isr = alter_isr
@@ -136,6 +167,11 @@ class Partition:
         # As leader: the last client append failed on the disk, and none has succeeded since.
         self.storage_error = False
 
+    def _news(self, committed: bool) -> None:
+        """The log grew or its start moved (False), or the high watermark moved (True)."""
+        self.version = next(_versions)
+        self._on_data(self.tp, committed)
+
     # ------------------------------------------------------------------ offsets
 
     @property
@@ -145,6 +181,7 @@ class Partition:
     @high_watermark.setter
     def high_watermark(self, hw: int) -> None:
         self._high_watermark = hw
+        self.version = next(_versions)
         # Transactions whose markers it passed stop holding the last stable offset.
         self.log.producer_state.on_high_watermark(hw)
 
@@ -174,6 +211,7 @@ class Partition:
         return state.partition_epoch > self.partition_epoch
 
     def _apply(self, state: PartitionState) -> None:
+        self.version = next(_versions)
         self.leader_id = state.leader
         self.leader_epoch = state.leader_epoch
         self.partition_epoch = state.partition_epoch
@@ -215,6 +253,7 @@ class Partition:
         return changed
 
     def make_offline(self) -> None:
+        self.version = next(_versions)
         self.leader_id = -1
         self.pending = None
         self.remote = {}
@@ -241,7 +280,7 @@ class Partition:
         info = self.log.append_as_leader(records, self.leader_epoch, headers, origin)
         if self.stages.sink is not None:
             self.appended.appended(info.last_offset + 1, perf_counter())
-        self._on_data(self.tp, False)  # followers may fetch it
+        self._news(False)  # followers may fetch it
         self._maybe_advance_high_watermark()
         return info
 
@@ -289,7 +328,7 @@ class Partition:
             )
         if self.log.maybe_increment_log_start_offset(wanted):
             # Wake parked follower fetches, so they learn the new log start offset now.
-            self._on_data(self.tp, False)
+            self._news(False)
         return wanted, self.low_watermark()
 
     def low_watermark(self) -> int:
@@ -322,6 +361,15 @@ class Partition:
         state = self.remote.get(replica_id)
         if state is None:
             return  # not (or no longer) a replica: its fetch is answered, its offset ignored
+        session = state.session
+        if session is not None:
+            # The session skipped this partition up to its fetch before this one, each time
+            # finding the follower at the end: its last fetch of the partition, as Kafka
+            # would have recorded it.
+            state.session = None
+            if session.previous_fetch_ms > state.last_fetch_ms:
+                state.last_fetch_ms = session.previous_fetch_ms
+                state.last_caught_up_ms = max(state.last_caught_up_ms, state.last_fetch_ms)
         now = self._now_ms()
         leo = self.log.log_end_offset
         if fetch_offset >= leo:
@@ -343,10 +391,14 @@ class Partition:
         self._maybe_expand_isr(replica_id, state)
         self._maybe_advance_high_watermark()
 
-    def follower_at_end(self, replica_id: int, fetch_offset: int) -> bool:
+    def follower_at_end(
+        self, replica_id: int, fetch_offset: int, session: FetchClock | None = None
+    ) -> bool:
         """A follower's fetch, the same as its last, finds it in the ISR with the whole log:
         note it caught up now, as ``update_follower_fetch_state`` would, and say so. False:
-        the fetch must be read in full (the follower lags, or is not in the ISR)."""
+        the fetch must be read in full (the follower lags, or is not in the ISR).
+        ``session``: the fetch session that will skip the partition from now on while its
+        ``version`` holds, and keeps the follower's caught-up time."""
         state = self.remote.get(replica_id)
         leo = self.log.log_end_offset
         if (
@@ -358,6 +410,7 @@ class Partition:
             return False
         state.last_caught_up_ms = state.last_fetch_ms = self._now_ms()
         state.last_fetch_leader_leo = leo
+        state.session = session
         return True
 
     def _maybe_expand_isr(self, replica_id: int, state: ReplicaState) -> None:
@@ -384,7 +437,7 @@ class Partition:
             if r != self.broker_id
             and (state := self.remote.get(r)) is not None
             and state.log_end_offset < leo
-            and now - state.last_caught_up_ms > max_lag_ms
+            and now - state.caught_up_ms() > max_lag_ms
         )
         if lagging:
             self._propose(tuple(r for r in self.isr if r not in lagging))
@@ -405,6 +458,7 @@ class Partition:
         self.isr = isr
         self.partition_epoch = partition_epoch
         self.pending = None
+        self.version = next(_versions)
         self._maybe_advance_high_watermark()
 
     def on_isr_failed(self) -> None:
@@ -428,7 +482,7 @@ class Partition:
                 self.appended.committed(hw, self.stages, perf_counter())
             self._complete_waiters()
             # Consumers parked on this partition may now read what just became committed.
-            self._on_data(self.tp, True)
+            self._news(True)
             return True
         if self.high_watermark > self.log.log_end_offset:
             self.high_watermark = self.log.log_end_offset
@@ -457,7 +511,7 @@ class Partition:
             self.high_watermark = hw
             # Consumers reading here (KIP-392) may read more: the high watermark, and with it
             # the last stable offset, moved.
-            self._on_data(self.tp, True)
+            self._news(True)
 
     def fetch_upper_bound(self, isolation_level: int, for_replica: bool) -> int:
         """Consumers read below the high watermark (read_committed ones below the last

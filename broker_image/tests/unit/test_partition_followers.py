@@ -74,3 +74,57 @@ def test_a_follower_behind_or_out_of_the_isr_is_read_in_full(
     # Out of the ISR: its fetch goes the full way, where it may be proposed back in.
     assert not partition.follower_at_end(F1, 3)
     assert not partition.follower_at_end(7, 3)  # not a replica at all
+
+
+class Session:
+    """A follower's fetch session as the leader's partition sees it (FetchClock)."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self.fetch_ms = self.previous_fetch_ms = clock.now
+
+    def fetched(self) -> None:
+        self.previous_fetch_ms, self.fetch_ms = self.fetch_ms, self.clock.now
+
+
+def test_a_follower_whose_session_skips_an_idle_partition_stays_in_sync(
+    partition: Partition, clock: Clock
+) -> None:
+    append(partition, 3)
+    for follower in (F1, F2):
+        partition.update_follower_fetch_state(follower, 3)
+    f1, f2 = Session(clock), Session(clock)
+    assert partition.follower_at_end(F1, 3, f1)
+    assert partition.follower_at_end(F2, 3, f2)
+    version = partition.version
+    # An idle minute: F1's session fetches every second and skips the partition, whose
+    # version holds; F2's stopped fetching after its first.
+    for _ in range(60):
+        clock.now += 1_000
+        f1.fetched()
+    assert partition.version == version
+    append(partition)
+    assert partition.version != version
+    assert partition.maybe_shrink_isr(LAG_MS) == (F2,)
+
+
+def test_a_skipped_partition_read_again_counts_the_sessions_last_fetch_as_caught_up(
+    partition: Partition, clock: Clock
+) -> None:
+    append(partition, 3)
+    partition.update_follower_fetch_state(F1, 3)
+    session = Session(clock)
+    assert partition.follower_at_end(F1, 3, session)
+    for _ in range(40):
+        clock.now += 1_000
+        session.fetched()
+    append(partition)  # the session's next fetch reads the partition: F1 is one behind
+    clock.now += 1_000
+    session.fetched()
+    partition.update_follower_fetch_state(F1, 3)
+    # Caught up as of the fetch before this one, as Kafka counts it: not 41 s ago.
+    clock.now += LAG_MS - 2_000
+    partition.update_follower_fetch_state(F2, 4)  # F2 has it all
+    assert partition.maybe_shrink_isr(LAG_MS) == ()
+    clock.now += 2_000
+    assert partition.maybe_shrink_isr(LAG_MS) == (F1,)
