@@ -14,6 +14,7 @@ import contextlib
 import logging
 import os
 import random
+from bisect import bisect_left
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
@@ -37,6 +38,9 @@ from samsa.protocol.record_batch import (
 ZERO_COPY_MIN_BYTES = 32 * 1024
 
 log = logging.getLogger(__name__)
+
+# Batches kept in a segment's tail: an index interval (4 KiB) holds fewer of any real size.
+_TAIL_MAX = 64
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -93,6 +97,11 @@ class LogSegment:
         self._bytes_since_index_entry = 0
         self._rolling_timestamp: int | None = None
         self._dirty = False
+        # The last batches appended, (last offset, position, header), up to the end of the
+        # file: consumers and followers read at the tail, and finding their batch by a walk of
+        # headers from the index entry before it was a read and a parse of a dozen headers on
+        # every fetch. Emptied by anything but an append that changes the file.
+        self._tail: list[tuple[int, int, BatchHeader]] = []
 
     # -- construction ----------------------------------------------------------------------
 
@@ -200,6 +209,7 @@ class LogSegment:
             written = pwrite_all(self._fd, buffers, position)
         except OSError:
             # Leave no partial batch behind for the next append to build on.
+            self._tail = []
             os.ftruncate(self._fd, position)
             raise
         self._size = position + written
@@ -211,6 +221,7 @@ class LogSegment:
         time_index = self.time_index
         since = self._bytes_since_index_entry
         interval = self.index_interval_bytes
+        tail = self._tail
         for h in headers:
             last = h.base_offset + h.last_offset_delta
             if h.max_timestamp > max_ts:
@@ -222,9 +233,14 @@ class LogSegment:
                 if not time_index.is_full:
                     time_index.maybe_append(max_ts, self._offset_of_max_timestamp)
                 since = 0
+                # The index finds what is before this batch quickly enough.
+                tail.clear()
+            tail.append((last, position, h))
             size = h.batch_length + LOG_OVERHEAD
             since += size
             position += size
+        if len(tail) > _TAIL_MAX:
+            del tail[: len(tail) - _TAIL_MAX // 2]
         self._bytes_since_index_entry = since
         self._max_timestamp = max_ts
         if headers:
@@ -237,6 +253,15 @@ class LogSegment:
         self, offset: int, start_position: int = 0
     ) -> tuple[int, BatchHeader] | None:
         """(position, header) of the first batch whose last offset is >= `offset`."""
+        tail = self._tail
+        if tail and offset >= tail[0][2].base_offset:
+            # Nothing before the tail ends at or after `offset`, and the tail ends the file.
+            i = bisect_left(tail, (offset,))
+            if i == len(tail):
+                return None
+            _, position, header = tail[i]
+            if position >= start_position:
+                return position, header
         self._ensure_indexes()
         _, position = self.offset_index.lookup(offset)
         for pos, h, _ in file_batches(
@@ -370,6 +395,7 @@ class LogSegment:
         max_ts, offset_of_max = found.max_timestamp, found.offset_of_max_timestamp
         if reason is None and valid < self._size:
             reason = "an incomplete batch"
+        self._tail = []
         dropped = self._size - valid
         if truncate and dropped:
             os.ftruncate(self._fd, valid)
@@ -443,6 +469,7 @@ class LogSegment:
     def seal(self) -> None:
         """This segment stops being the active one: final time index entry, trim the
         index files, and read them through mmap from now on."""
+        self._tail = []  # reads at the tail go to the next segment
         self._append_final_time_index_entry()
         for index in (self.offset_index, self.time_index):
             index.trim()
@@ -455,6 +482,7 @@ class LogSegment:
         if found is None:
             return 0
         position, h = found
+        self._tail = []
         self.offset_index.truncate_to(h.base_offset)
         self.time_index.truncate_to(h.base_offset)
         self.txn_index.truncate_to(h.base_offset)
@@ -543,6 +571,7 @@ class LogSegment:
     def _restore_tail_state(self) -> bool:
         """Recompute next offset, max timestamp and index spacing from the last index
         entry onward; True if the file ends exactly on a batch boundary."""
+        self._tail = []
         index = self.offset_index
         position = 0
         if index.entries:

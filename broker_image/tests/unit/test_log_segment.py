@@ -135,3 +135,36 @@ def test_truncate_to(tmp_path: Path) -> None:
     info = segment.read(120, 1 << 20)
     assert info is not None
     assert [r.timestamp for r in decode_records(info.records)] == [2000, 2000]
+
+
+def test_reads_at_the_tail_find_what_a_walk_of_the_file_finds(tmp_path: Path) -> None:
+    """The batches kept from the last appends answer reads as the index and a walk of the
+    headers do, across index entries, a truncation and the appends after it."""
+    segment = filled(tmp_path, count=40, index_interval_bytes=300)
+
+    def answers() -> list[object]:
+        out: list[object] = []
+        end = segment.next_offset
+        for offset in range(90, end + 3):
+            found = segment.translate_offset(offset)
+            out.append(None if found is None else (found[0], found[1].base_offset))
+            for bound in (end - 3, end):
+                info = segment.read(offset, 1 << 20, max_offset=bound)
+                out.append(None if info is None else (bytes(info.records), info.next_offset))
+        return out
+
+    def checked() -> None:
+        assert segment._tail, "appends keep a tail"
+        with_tail = answers()
+        kept, segment._tail = segment._tail, []  # the index and the walk alone
+        assert answers() == with_tail
+        segment._tail = kept
+
+    checked()
+    segment.truncate_to(151)
+    assert segment.next_offset == 150
+    assert segment.translate_offset(150) is None
+    for i in range(25, 60):
+        data, h = batch(100 + i * 2, n=2)
+        segment.append(data, [h])
+    checked()
