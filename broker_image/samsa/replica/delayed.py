@@ -16,13 +16,15 @@ watermark), so the same wake serves them.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Iterable
 from time import perf_counter
 
 from samsa.metadata.model import TopicPartition
 
 Waiters = dict[TopicPartition, list[asyncio.Future[float | None]]]
+
+# A partition's list of parked futures is cleared of ended waits when it grows to this.
+_PRUNE_AT = 8
 
 
 def _wake(waiters: Waiters, tp: TopicPartition) -> None:
@@ -56,7 +58,16 @@ class DataWaiters:
         fut: asyncio.Future[float | None] = asyncio.get_running_loop().create_future()
         waiters = self._followers if follower else self._consumers
         for tp in partitions:
-            waiters.setdefault(tp, []).append(fut)
+            parked = waiters.get(tp)
+            if parked is None:
+                waiters[tp] = [fut]
+                continue
+            if len(parked) >= _PRUNE_AT:
+                # Futures of waits that ended stay until their partition wakes or here: taking
+                # each out of every partition it watched, at the end of every wait, was a
+                # tenth of a follower's fetch on a leader of many idle partitions.
+                parked[:] = [f for f in parked if not f.done()]
+            parked.append(fut)
         return fut
 
     def appended(self, tp: TopicPartition) -> None:
@@ -72,20 +83,11 @@ class DataWaiters:
         _wake(self._followers, tp)
         _wake(self._consumers, tp)
 
-    def forget(
-        self,
-        fut: asyncio.Future[float | None],
-        partitions: Iterable[TopicPartition],
-        follower: bool = False,
-    ) -> None:
-        waiters = self._followers if follower else self._consumers
-        for tp in partitions:
-            parked = waiters.get(tp)
-            if parked is not None:
-                with contextlib.suppress(ValueError):
-                    parked.remove(fut)
-                if not parked:
-                    del waiters[tp]
+    def forget(self, fut: asyncio.Future[float | None]) -> None:
+        """The wait of ``fut`` ended: it wakes nothing more, and goes from its partitions'
+        lists when they wake or grow."""
+        if not fut.done():
+            fut.cancel()
 
     def notify_all(self) -> None:
         for tp in {*self._followers, *self._consumers}:
@@ -117,4 +119,4 @@ class DataWaiters:
         finally:
             if timer is not None:
                 timer.cancel()
-            self.forget(fut, partitions, follower)
+            self.forget(fut)

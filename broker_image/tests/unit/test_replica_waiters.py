@@ -46,9 +46,23 @@ async def test_a_change_of_any_other_kind_wakes_both() -> None:
 async def test_a_forgotten_fetch_is_not_woken() -> None:
     waiters = DataWaiters()
     consumer = waiters.watch([TP])
-    waiters.forget(consumer, [TP])
+    waiters.forget(consumer)
     waiters.committed(TP)
-    assert not consumer.done()
+    assert consumer.cancelled()
+
+
+async def test_ended_waits_on_an_idle_partition_do_not_pile_up() -> None:
+    """A follower's fetches watch every partition of its session, most of them idle: what
+    the ended waits leave behind is cleared as the lists grow, and the live waits stay."""
+    waiters = DataWaiters()
+    live = waiters.watch([TP], follower=True)
+    for _ in range(1000):
+        ended = waiters.watch([TP, OTHER], follower=True)
+        waiters.appended(OTHER)
+        assert ended.done()
+    assert len(waiters._followers[TP]) <= 9
+    waiters.appended(TP)
+    assert live.done()
 
 
 async def test_wait_answers_with_the_wake_time_or_none() -> None:
