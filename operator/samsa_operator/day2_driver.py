@@ -17,6 +17,7 @@ from samsa_operator import (
     day2_planner,
     diagnosis,
     models,
+    pausing,
     reconcile,
     resources,
     rolling,
@@ -31,6 +32,7 @@ from samsa_operator.handlers import (
     Log,
     admin_for,
     current_cluster,
+    paused_now,
     state,
     write_status,
 )
@@ -45,13 +47,15 @@ REVISION_LABEL = "controller-revision-hash"
 
 async def operate(body: kopf.Body, logger: Log, **_: Any) -> None:
     meta = body["metadata"]
-    if meta.get("deletionTimestamp"):
-        return
+    if meta.get("deletionTimestamp") or pausing.paused(body):
+        return  # paused: the step in progress ended; the next waits for the resume
     try:
         spec = models.parse_spec(models.KafkaClusterSpec, dict(body.get("spec") or {}))
     except models.SpecError:
         return  # the Ready condition says why; nothing runs on an invalid spec
     async with state().lock(meta["uid"]):
+        if await paused_now("KafkaCluster", meta["namespace"], meta["name"]):
+            return
         try:
             await _step(spec, meta["namespace"], meta["name"], logger)
         except KubeError as exc:

@@ -20,7 +20,7 @@ from typing import Any
 
 import kopf
 
-from samsa_operator import diagnosis, models, reconcile, resources, security, status
+from samsa_operator import diagnosis, models, pausing, reconcile, resources, security, status
 from samsa_operator.k8s import Kube, KubeError, load_config
 from samsa_operator.kafka import ClusterAdmin, KafkaAdminError
 from samsa_operator.reconcile import ClusterInfo
@@ -147,11 +147,44 @@ async def refuse(
 Reconcile = Callable[[kopf.Body, Log], Awaitable[None]]
 
 
+async def held(body: kopf.Body, logger: Log) -> bool:
+    """Whether the pause switch (`pausing`) holds the resource back; its status says so, and
+    stops saying so once the switch is off."""
+    meta = body["metadata"]
+    kind, namespace, name = body["kind"], meta["namespace"], meta["name"]
+    conditions = (body.get("status") or {}).get("conditions") or []
+    if pausing.paused(body):
+        generation = meta.get("generation")
+        shown = [c for c in conditions if c.get("type") == pausing.PAUSED]
+        if not shown or shown[0].get("observedGeneration") != generation:
+            # Under the resource's lock: once the condition shows, no reconcile or day-2 step
+            # that began before the pause is still at work.
+            async with state().lock(meta["uid"]):
+                logger.info("reconciliation paused")
+                condition = pausing.paused_condition(generation)
+                await write_status(kind, namespace, name, {}, [condition])
+        return True
+    if pausing.was_paused(conditions):
+        logger.info("reconciliation resumed")
+        resumed = {"status": {"conditions": pausing.without_paused(conditions)}}
+        await state().kube.patch(models.API_VERSION, kind, namespace, name, resumed, sub="status")
+    return False
+
+
+async def paused_now(kind: str, namespace: str, name: str) -> bool:
+    """The pause switch as the resource is now, for work that held its lock: a timer's body
+    can be older than the annotation."""
+    now = await state().kube.get(models.API_VERSION, kind, namespace, name)
+    return now is not None and pausing.paused(now)
+
+
 def reconciled(plural: str, kind: str, reconcile_fn: Reconcile) -> None:
-    """Reconcile on create, update and resume, and again every resync (reverting drift)."""
+    """Reconcile on create, update and resume, and again every resync (reverting drift),
+    unless paused."""
 
     async def handler(body: kopf.Body, logger: Log, **_: Any) -> None:
-        await reconcile_fn(body, logger)
+        if not await held(body, logger):
+            await reconcile_fn(body, logger)
 
     for on in (kopf.on.resume, kopf.on.create, kopf.on.update):
         on(GROUP, VERSION, plural, id=f"{kind}_changed")(handler)
@@ -164,6 +197,8 @@ async def reconcile_cluster(body: kopf.Body, logger: Log) -> None:
     name, namespace, uid = meta["name"], meta["namespace"], meta["uid"]
     generation = meta.get("generation")
     async with state().lock(uid):
+        if await paused_now("KafkaCluster", namespace, name):
+            return
         try:
             spec = models.parse_spec(models.KafkaClusterSpec, dict(body.get("spec") or {}))
         except models.SpecError as exc:
@@ -238,7 +273,8 @@ if SETTINGS.stuck_seconds < SETTINGS.resync_seconds:
         when=lambda body, **_: not is_ready(body),
     )
     async def reconcile_stuck_cluster(body: kopf.Body, logger: Log, **_: Any) -> None:
-        await reconcile_cluster(body, logger)
+        if not await held(body, logger):
+            await reconcile_cluster(body, logger)
 
 
 async def diagnose(
@@ -592,6 +628,9 @@ async def topic_deleted(body: kopf.Body, logger: Log, **_: Any) -> None:
     spec = dict(body.get("spec") or {})
     topic_name = (body.get("status") or {}).get("topicName") or spec.get("topicName")
     topic_name = topic_name or meta["name"]
+    if pausing.paused(body):
+        logger.info(f"paused: topic {topic_name} is left in the cluster")
+        return
     found = await cluster_for(meta["namespace"], str(spec.get("clusterRef", "")))
     if found is None:
         # The cluster (and its topics) is gone or going: nothing to delete, never wedge.

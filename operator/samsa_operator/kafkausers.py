@@ -15,7 +15,7 @@ from typing import Any
 
 import kopf
 
-from samsa_operator import models, resources, security, status, users
+from samsa_operator import models, pausing, resources, security, status, users
 from samsa_operator.handlers import (
     GROUP,
     SETTINGS,
@@ -184,6 +184,9 @@ async def user_deleted(body: kopf.Body, logger: Log, **_: Any) -> None:
     meta = body["metadata"]
     name, namespace = meta["name"], meta["namespace"]
     spec = dict(body.get("spec") or {})
+    if pausing.paused(body):
+        logger.info(f"paused: the credentials and ACLs of {name} are left in the cluster")
+        return
     found = await cluster_for(namespace, str(spec.get("clusterRef", "")))
     if found is not None:
         cluster_body, cluster = found

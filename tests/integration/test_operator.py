@@ -28,6 +28,7 @@ from samsa_operator import reconcile
 
 QUIET = logging.getLogger("test-admin")  # librdkafka's reconnect chatter after the broker stops
 MINIMAL = (EXAMPLES / "kafkacluster-minimal.yaml").read_text()
+PAUSE = "kafka.samsa.dev/pause-reconciliation"
 
 CHILDREN = [
     ("statefulset", "demo-zookeeper"),
@@ -155,6 +156,47 @@ async def test_spec_changes_propagate_and_edits_are_reverted(kube: KubeNamespace
     await eventually(zookeeper_gone, what="the ZooKeeper StatefulSet deleted")
     cm = await kube.get("cm", "demo-kafka-config")
     assert "zookeeper.connect=zk.example:2181" in cm["data"]["broker-0.properties"]
+
+
+async def test_a_paused_cluster_is_left_alone_and_resumes_what_waited(
+    kube: KubeNamespace,
+) -> None:
+    await operator(kube)
+    await apply(kube, MINIMAL)
+    await eventually(lambda: kube.maybe_get("sts", "demo-kafka"), what="broker sts")
+    await merge(kube, "kc", "demo", {"metadata": {"annotations": {PAUSE: "true"}}})
+
+    async def paused_at(generation: int) -> bool:
+        cond = condition(await kube.get("kc", "demo"), "ReconciliationPaused")
+        return cond.get("status") == "True" and cond.get("observedGeneration") == generation
+
+    generation = (await kube.get("kc", "demo"))["metadata"]["generation"]
+    await eventually(lambda: paused_at(generation), what="the ReconciliationPaused condition")
+    # A hand edit, then a spec change: the operator sees the change (its condition names the
+    # new generation), and the reconcile that would have carried it out, and reverted the
+    # edit on the way, does neither.
+    await merge(kube, "cm", "demo-kafka-config", {"data": {"broker-0.properties": "x=1"}})
+    await merge(kube, "kc", "demo", {"spec": {"brokers": {"replicas": 4}}})
+    await eventually(lambda: paused_at(generation + 1), what="the change seen while paused")
+    sts = await kube.get("sts", "demo-kafka")
+    cm = await kube.get("cm", "demo-kafka-config")
+    assert sts["spec"]["replicas"] == 3
+    assert cm["data"]["broker-0.properties"] == "x=1"
+
+    await merge(kube, "kc", "demo", {"metadata": {"annotations": {PAUSE: None}}})
+
+    async def resumed() -> bool:
+        kc = await kube.get("kc", "demo")
+        sts = await kube.get("sts", "demo-kafka")
+        cm = await kube.get("cm", "demo-kafka-config")
+        return (
+            not condition(kc, "ReconciliationPaused")
+            and sts["spec"]["replicas"] == 4
+            and "broker.id=0" in cm["data"]["broker-0.properties"]
+            and "broker-3.properties" in cm["data"]
+        )
+
+    await eventually(resumed, what="the change carried out and the edit reverted")
 
 
 async def test_racks_come_from_the_nodes_and_deleting_completes(kube: KubeNamespace) -> None:
