@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from samsa_dev.kube.provisioner import SELECTED_NODE, class_to_provision
+from samsa_dev.kube.provisioner import SELECTED_NODE, class_to_provision, to_resize
 
 WAITS = {"metadata": {"name": "local"}, "volumeBindingMode": "WaitForFirstConsumer"}
 AT_ONCE = {"metadata": {"name": "now"}, "volumeBindingMode": "Immediate"}
@@ -33,3 +33,18 @@ def test_claims_bound_going_or_of_other_classes_are_left_alone() -> None:
     going = claim("local", annotations=node, deletionTimestamp="2026-01-01T00:00:00Z")
     assert class_to_provision(going, CLASSES) is None
     assert class_to_provision(claim("standard", annotations=node), CLASSES) is None
+
+
+def test_a_bound_claim_of_an_expandable_class_that_asks_for_more_is_resized() -> None:
+
+    classes = {"grows": {**WAITS, "allowVolumeExpansion": True}, "local": WAITS}
+
+    def bound(klass: str, requested: str, capacity: str) -> dict[str, Any]:
+        c = claim(klass, "Bound", spec={"resources": {"requests": {"storage": requested}}})
+        c["status"]["capacity"] = {"storage": capacity}
+        return c
+
+    assert to_resize(bound("grows", "2Gi", "1Gi"), classes) == "2Gi"
+    assert to_resize(bound("grows", "1024Mi", "1Gi"), classes) is None  # the same size
+    assert to_resize(bound("local", "2Gi", "1Gi"), classes) is None  # cannot expand
+    assert to_resize(bound("other", "2Gi", "1Gi"), classes) is None  # not ours

@@ -20,7 +20,16 @@ from typing import Any
 
 import kopf
 
-from samsa_operator import diagnosis, models, pausing, reconcile, resources, security, status
+from samsa_operator import (
+    diagnosis,
+    models,
+    pausing,
+    reconcile,
+    resources,
+    security,
+    status,
+    volumes,
+)
 from samsa_operator.k8s import Kube, KubeError, load_config
 from samsa_operator.kafka import ClusterAdmin, KafkaAdminError
 from samsa_operator.reconcile import ClusterInfo
@@ -243,6 +252,11 @@ async def reconcile_cluster(body: kopf.Body, logger: Log) -> None:
         except KubeError as exc:
             await refuse("KafkaCluster", namespace, name, generation, "KubernetesError", str(exc))
             raise kopf.TemporaryError(str(exc), delay=SETTINGS.resync_seconds) from None
+        try:
+            storage = await grow_volumes(cluster, logger)
+        except KubeError as exc:
+            await refuse("KafkaCluster", namespace, name, generation, "KubernetesError", str(exc))
+            raise kopf.TemporaryError(str(exc), delay=SETTINGS.resync_seconds) from None
         info = await describe(body, cluster, pods)
         fields, conditions = status.cluster_status(
             cluster,
@@ -253,7 +267,42 @@ async def reconcile_cluster(body: kopf.Body, logger: Log) -> None:
             zookeeper_cause=zk_cause,
             broker_cause=broker_cause,
         )
+        fields["storage"] = {part: [c.to_status() for c in p.claims] for part, p in storage}
+        ok, reason, message = volumes.merged_condition([p for _, p in storage])
+        conditions.append(status.condition("StorageResized", ok, reason, message, generation))
         await write_status("KafkaCluster", namespace, name, fields, conditions)
+
+
+async def grow_volumes(
+    cluster: resources.Cluster, logger: Log
+) -> list[tuple[str, volumes.VolumePlan]]:
+    """The brokers' and ZooKeeper's claims grown to their ``storage.size`` (`volumes`)."""
+    kube = state().kube
+    spec, ns = cluster.spec, cluster.namespace
+    parts = [("brokers", cluster.broker_sts, spec.brokers.replicas, spec.brokers.storage.size)]
+    if cluster.deploys_zookeeper:
+        zk = spec.zookeeper
+        parts.append(("zookeeper", cluster.zk_sts, zk.replicas, zk.storage.size))
+    expandable: dict[str, bool] = {}
+    out = []
+    for part, sts, replicas, size in parts:
+        claims = []
+        for claim_name in volumes.claim_names("data", sts, replicas):
+            claim = await kube.get("v1", "PersistentVolumeClaim", ns, claim_name)
+            if claim is None:
+                continue
+            claims.append(claim)
+            klass = (claim.get("spec") or {}).get("storageClassName") or ""
+            if klass and klass not in expandable:
+                found = await kube.get("storage.k8s.io/v1", "StorageClass", None, klass)
+                expandable[klass] = bool((found or {}).get("allowVolumeExpansion"))
+        planned = volumes.plan(size, claims, expandable)
+        for claim_name, grown in planned.patches.items():
+            patch = {"spec": {"resources": {"requests": {"storage": grown}}}}
+            await kube.patch("v1", "PersistentVolumeClaim", ns, claim_name, patch)
+            logger.info(f"claim {claim_name} growing to {grown}")
+        out.append((part, planned))
+    return out
 
 
 def is_ready(body: Any) -> bool:

@@ -33,9 +33,10 @@ PLURALS = {
     "KafkaCluster": "kafkaclusters",
     "Topic": "topics",
     "PersistentVolumeClaim": "persistentvolumeclaims",
+    "StorageClass": "storageclasses",
     "Event": "events",
 }
-CLUSTER_SCOPED = {"Node"}
+CLUSTER_SCOPED = {"Node", "StorageClass"}
 
 # Fields of an existing StatefulSet the API server refuses to change.
 _STS_IMMUTABLE = ("selector", "serviceName", "podManagementPolicy", "volumeClaimTemplates")

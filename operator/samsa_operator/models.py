@@ -435,6 +435,21 @@ class ThrottleStatus(StatusModel):
     brokers: list[int] = Field(default_factory=list)
 
 
+class ClaimStatus(StatusModel):
+    claim: str | None = None
+    requested: str | None = None
+    capacity: str | None = None
+    phase: str | None = Field(
+        None,
+        description="Resized, Resizing, ShrinkRefused, NotExpandable, or Pending (not bound).",
+    )
+
+
+class StorageStatus(StatusModel):
+    brokers: list[ClaimStatus] = Field(default_factory=list)
+    zookeeper: list[ClaimStatus] = Field(default_factory=list)
+
+
 class KafkaClusterStatus(StatusModel):
     conditions: list[Condition] = Field(default_factory=list)
     observed_generation: int | None = None
@@ -453,6 +468,9 @@ class KafkaClusterStatus(StatusModel):
     last_scaling: ScalingStatus | None = None
     throttle: ThrottleStatus | None = Field(
         None, description="The replication throttle set while partitions move."
+    )
+    storage: StorageStatus | None = Field(
+        None, description="Each persistent volume claim: its request, capacity and resize."
     )
 
 

@@ -110,7 +110,12 @@ def test_watch_namespaces_get_roles_and_peerings(helm: str, tmp_path: Path) -> N
     ]
     [cluster_role] = by_kind(docs, "ClusterRole")
     cluster_resources = {r for rule in cluster_role["rules"] for r in rule["resources"]}
-    assert cluster_resources == {"customresourcedefinitions", "nodes", "namespaces"}
+    assert cluster_resources == {
+        "customresourcedefinitions",
+        "nodes",
+        "namespaces",
+        "storageclasses",
+    }
 
 
 def rules_for(role: dict[str, Any], resource: str) -> list[set[str]]:

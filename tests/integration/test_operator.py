@@ -199,6 +199,55 @@ async def test_a_paused_cluster_is_left_alone_and_resumes_what_waited(
     await eventually(resumed, what="the change carried out and the edit reverted")
 
 
+async def test_a_larger_storage_size_grows_every_claim_and_a_smaller_one_is_refused(
+    kube: KubeNamespace,
+) -> None:
+    await operator(kube)
+    await apply(kube, MINIMAL)
+    claims = [f"data-demo-kafka-{i}" for i in range(3)] + [
+        f"data-demo-zookeeper-{i}" for i in range(3)
+    ]
+
+    async def sizes() -> list[tuple[str, str]]:
+        out = []
+        for claim in claims:
+            pvc = await kube.maybe_get("pvc", claim)
+            status = (pvc or {}).get("status") or {}
+            spec = (pvc or {}).get("spec") or {}
+            out.append(
+                (
+                    spec.get("resources", {}).get("requests", {}).get("storage"),
+                    (status.get("capacity") or {}).get("storage"),
+                )
+            )
+        return out
+
+    async def storage(reason: str) -> dict[str, Any] | None:
+        kc = await kube.get("kc", "demo")
+        return kc if condition(kc, "StorageResized").get("reason") == reason else None
+
+    async def at(brokers: str, zookeeper: str) -> bool:
+        return await sizes() == [(brokers, brokers)] * 3 + [(zookeeper, zookeeper)] * 3
+
+    await eventually(lambda: at("10Gi", "5Gi"), what="every claim bound at its size")
+    await merge(kube, "kc", "demo", {"spec": {"brokers": {"storage": {"size": "12Gi"}}}})
+    await eventually(lambda: at("12Gi", "5Gi"), what="the brokers' claims grown to 12Gi")
+    kc = await eventually(lambda: storage("Resized"), what="StorageResized")
+    assert [c["phase"] for c in kc["status"]["storage"]["brokers"]] == ["Resized"] * 3
+    assert kc["status"]["storage"]["brokers"][0]["capacity"] == "12Gi"
+    # The StatefulSet's template cannot change, and stays as it was made.
+    sts = await kube.get("sts", "demo-kafka")
+    assert sts["spec"]["volumeClaimTemplates"][0]["spec"]["resources"]["requests"] == {
+        "storage": "10Gi"
+    }
+
+    await merge(kube, "kc", "demo", {"spec": {"brokers": {"storage": {"size": "11Gi"}}}})
+    kc = await eventually(lambda: storage("ShrinkRefused"), what="the shrink refused")
+    assert condition(kc, "StorageResized")["status"] == "False"
+    assert "data-demo-kafka-0" in condition(kc, "StorageResized")["message"]
+    assert await at("12Gi", "5Gi")
+
+
 async def test_racks_come_from_the_nodes_and_deleting_completes(kube: KubeNamespace) -> None:
     await operator(kube)
     # Each Node is in a zone of its own; the scheduler places the pods.

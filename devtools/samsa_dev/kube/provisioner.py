@@ -6,7 +6,12 @@ scheduler has picked its pod's node, as external provisioners do. A Released vol
 Delete policy goes, with its directory, as an external provisioner deletes what it made.
 
 It installs its class, ``samsa-local``, as the cluster's default, as kind installs
-``standard``: the documented commands (a KafkaCluster that names no class) work as written."""
+``standard``: the documented commands (a KafkaCluster that names no class) work as written.
+
+It also resizes, as a CSI driver's external-resizer and the kubelet do together: a bound
+claim of one of its classes that allows volume expansion and asks for more than its volume
+holds gets it, the volume's capacity first and then the claim's ``status.capacity``. A
+hostPath directory has no size of its own, so nothing else grows."""
 
 from __future__ import annotations
 
@@ -14,6 +19,8 @@ import asyncio
 import shutil
 from pathlib import Path
 from typing import Any
+
+from kubernetes.utils.quantity import parse_quantity
 
 from samsa_dev.kube.api import Api
 
@@ -30,6 +37,7 @@ STORAGE_CLASS = {
     "reclaimPolicy": "Delete",
     # As kind's and every local-volume class: see class_to_provision.
     "volumeBindingMode": "WaitForFirstConsumer",
+    "allowVolumeExpansion": True,
 }
 
 
@@ -54,6 +62,19 @@ def class_to_provision(
     if waits and not (meta.get("annotations") or {}).get(SELECTED_NODE):
         return None
     return klass
+
+
+def to_resize(claim: dict[str, Any], classes: dict[str, dict[str, Any]]) -> str | None:
+    """The size a bound claim of an expandable class of ours asks for and lacks, or None."""
+    spec, status = claim["spec"], claim.get("status") or {}
+    klass = classes.get(spec.get("storageClassName") or "")
+    if klass is None or not klass.get("allowVolumeExpansion") or status.get("phase") != "Bound":
+        return None
+    wanted = (spec.get("resources") or {}).get("requests", {}).get("storage")
+    held = (status.get("capacity") or {}).get("storage")
+    if wanted is None or held is None or parse_quantity(wanted) <= parse_quantity(held):
+        return None
+    return str(wanted)
 
 
 def volume_for(claim: dict[str, Any], klass: dict[str, Any], root: Path) -> dict[str, Any]:
@@ -108,6 +129,20 @@ class Provisioner:
             # and ZooKeeper run as uid 1000 (the node agent's processes run as root).
             folder.chmod(0o777)
             await self.api.ensure("/api/v1/persistentvolumes", pv)
+        for claim in await self.api.list("/api/v1/persistentvolumeclaims"):
+            size = to_resize(claim, classes)
+            if size is None:
+                continue
+            meta = claim["metadata"]
+            grown = {"capacity": {"storage": size}}
+            await self.api.patch(
+                f"/api/v1/persistentvolumes/{claim['spec']['volumeName']}", {"spec": grown}
+            )
+            await self.api.patch(
+                f"/api/v1/namespaces/{meta['namespace']}/persistentvolumeclaims/"
+                f"{meta['name']}/status",
+                {"status": grown},
+            )
         for pv in await self.api.list("/api/v1/persistentvolumes"):
             mine = (pv["metadata"].get("annotations") or {}).get(PROVISIONED_BY) == PROVISIONER
             released = (pv.get("status") or {}).get("phase") in ("Released", "Failed")

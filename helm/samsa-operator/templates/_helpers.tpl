@@ -55,13 +55,14 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 - apiGroups: [""]
   resources: [pods]
   verbs: [list, patch, delete]
-# Why a cluster is stuck: its StatefulSets' and claims' events, and the claims themselves.
+# Why a cluster is stuck: its StatefulSets' and claims' events, and the claims themselves,
+# which it grows when storage.size grows, where their StorageClass allows it.
 - apiGroups: [""]
   resources: [events]
   verbs: [create, list]
 - apiGroups: [""]
   resources: [persistentvolumeclaims]
-  verbs: [get]
+  verbs: [get, patch]
 {{- if .Values.peering.enabled }}
 - apiGroups: [kopf.dev]
   resources: [kopfpeerings]
