@@ -96,6 +96,15 @@ class ResourceRequirements(Model):
     limits: dict[str, Quantity] = Field(default_factory=dict)
 
 
+class DisruptionBudget(Model):
+    max_unavailable: int = Field(
+        1,
+        ge=0,
+        description="Pods a voluntary disruption (an eviction, `kubectl drain`) may take down "
+        "at once; 0 refuses every eviction, for drains handled by hand or by a tool.",
+    )
+
+
 class Brokers(Model):
     replicas: int = Field(3, ge=1, le=1000, description="Number of brokers (pod ordinal = id).")
     image: str | None = Field(None, description="Broker image; the operator's default if unset.")
@@ -104,6 +113,10 @@ class Brokers(Model):
     termination_grace_period_seconds: int = Field(
         120, ge=10, description="Time a broker gets for its controlled shutdown."
     )
+    pod_disruption_budget: DisruptionBudget = Field(
+        default_factory=lambda: DisruptionBudget(),
+        description="The brokers' PodDisruptionBudget.",
+    )
 
 
 class ZooKeeper(Model):
@@ -111,6 +124,10 @@ class ZooKeeper(Model):
     image: str = Field("zookeeper:3.9", description="The official ZooKeeper image.")
     resources: ResourceRequirements = Field(default_factory=lambda: ResourceRequirements())
     storage: ZooKeeperStorage = Field(default_factory=lambda: ZooKeeperStorage())
+    pod_disruption_budget: DisruptionBudget = Field(
+        default_factory=lambda: DisruptionBudget(),
+        description="The ZooKeeper servers' PodDisruptionBudget.",
+    )
     connect: str | None = Field(
         None,
         description="An external ZooKeeper (host:port,...[/chroot]); no ZooKeeper is deployed.",

@@ -356,12 +356,15 @@ def _service(
     }
 
 
-def _pdb(cluster: Cluster, name: str, component: str) -> Obj:
+def _pdb(cluster: Cluster, name: str, component: str, budget: Any) -> Obj:
     return {
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",
         "metadata": cluster.meta(name, component),
-        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": cluster.selector(component)}},
+        "spec": {
+            "maxUnavailable": budget.max_unavailable,
+            "selector": {"matchLabels": cluster.selector(component)},
+        },
     }
 
 
@@ -469,7 +472,7 @@ def zookeeper_children(cluster: Cluster) -> list[Obj]:
         zookeeper_statefulset(cluster),
         _service(cluster, cluster.zk_headless, c, peers, headless=True),
         _service(cluster, cluster.zk_client, c, client),
-        _pdb(cluster, cluster.zk_sts, c),
+        _pdb(cluster, cluster.zk_sts, c, cluster.spec.zookeeper.pod_disruption_budget),
     ]
 
 
@@ -651,7 +654,7 @@ def broker_children(cluster: Cluster) -> list[Obj]:
         broker_statefulset(cluster),
         _service(cluster, cluster.broker_headless, c, headless_ports, headless=True),
         _service(cluster, cluster.bootstrap, c, kafka_port),
-        _pdb(cluster, cluster.broker_sts, c),
+        _pdb(cluster, cluster.broker_sts, c, cluster.spec.brokers.pod_disruption_budget),
     ]
     children += external_services(cluster)
     if cluster.network_policy:

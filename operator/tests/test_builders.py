@@ -175,6 +175,21 @@ def test_disruption_budgets_allow_one(spec: str) -> None:
             assert obj["spec"]["maxUnavailable"] == 1
 
 
+def test_disruption_budgets_follow_the_spec() -> None:
+    c = cluster(
+        {
+            "brokers": {"podDisruptionBudget": {"maxUnavailable": 0}},
+            "zookeeper": {"podDisruptionBudget": {"maxUnavailable": 2}},
+        }
+    )
+    assert child(c, "PodDisruptionBudget", "c-kafka")["spec"]["maxUnavailable"] == 0
+    assert child(c, "PodDisruptionBudget", "c-zookeeper")["spec"]["maxUnavailable"] == 2
+    with pytest.raises(models.SpecError, match="maxUnavailable"):
+        models.parse_spec(
+            models.KafkaClusterSpec, {"brokers": {"podDisruptionBudget": {"maxUnavailable": -1}}}
+        )
+
+
 def properties(c: Cluster, broker_id: int) -> dict[str, str]:
     text = child(c, "ConfigMap", "c-kafka-config")["data"][f"broker-{broker_id}.properties"]
     lines = [line for line in text.splitlines() if line and not line.startswith("#")]
