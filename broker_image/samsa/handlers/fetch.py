@@ -19,6 +19,7 @@ from samsa.handlers.authorization import cluster_allowed, topic_allowed
 from samsa.handlers.context import BrokerServices, RequestContext
 from samsa.metadata import TopicPartition
 from samsa.protocol.errors import ErrorCode
+from samsa.protocol.fetch_request import parse_fetch_request
 from samsa.protocol.messages import ms
 from samsa.protocol.produce_fetch_responses import (
     FetchPartitionResult,
@@ -32,6 +33,7 @@ from samsa.wall_clock import monotonic_ms
 
 KEY = 1
 MIN_VERSION, MAX_VERSION = 4, 18
+decode = parse_fetch_request
 ZERO_UUID = uuid.UUID(int=0)
 
 
