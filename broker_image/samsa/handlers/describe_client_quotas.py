@@ -38,10 +38,11 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
         for e, values in sorted((await services.quota_store.quotas()).items(), key=_order)
         if values and wanted.matches(e)
     ]
+    # An empty message, not null, on success: what Kafka answers.
     return {
         "throttle_time": 0,
         "error_code": ErrorCode.none,
-        "error_message": None,
+        "error_message": "",
         "entries": entries,
     }
 
