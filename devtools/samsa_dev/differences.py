@@ -197,19 +197,30 @@ DIFFERENCES: tuple[Difference, ...] = (
             "api_versions.renew_delegation_token",
             "api_versions.expire_delegation_token",
             "api_versions.describe_delegation_token",
-            "api_versions.describe_client_quotas",
-            "api_versions.alter_client_quotas",
         ),
     ),
     Difference(
-        api="DescribeClientQuotas, AlterClientQuotas, ApiVersions, UpdateFeatures",
-        what="No client quotas, and no feature flags.",
+        api="ApiVersions, UpdateFeatures",
+        what="No feature flags.",
         why=(
-            "Client quotas are not enforced and their APIs are not advertised, so `kafka-configs "
-            "--entity-type clients` or `users` fails at once with UnsupportedVersionException "
-            "naming DESCRIBE_CLIENT_QUOTAS. ApiVersions lists no supported or finalized "
-            "features, so `kafka-features describe` prints nothing (KRaft Kafka lists "
-            "`metadata.version` and the other features)."
+            "ApiVersions lists no supported or finalized features, so `kafka-features "
+            "describe` prints nothing (KRaft Kafka lists `metadata.version` and the other "
+            "features)."
+        ),
+    ),
+    Difference(
+        api="DescribeClientQuotas, AlterClientQuotas",
+        what="controller_mutation_rate and connection_creation_rate are stored, not enforced.",
+        why=(
+            "producer_byte_rate, consumer_byte_rate and request_percentage are enforced as "
+            "Kafka enforces them; controller_mutation_rate and an ip's "
+            "connection_creation_rate are validated, stored and described but not enforced. "
+            "request_percentage counts a request's time on the broker's one event loop (100 is "
+            "all of it) before it first waits, where Kafka counts handler-thread time; "
+            "ApiVersions and SASL requests are exempt as well as brokers' own. An alteration "
+            "is written to ZooKeeper by the broker that receives it, and described from there, "
+            "so a describe right after it on any broker sees it (KRaft Kafka's brokers learn it "
+            "from the metadata log a moment later)."
         ),
     ),
     Difference(

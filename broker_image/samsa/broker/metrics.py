@@ -14,8 +14,10 @@ from prometheus_client.utils import floatToGoString
 
 from samsa.log import LogManager
 from samsa.log.cleaner import LogCleaner
+from samsa.quota.manager import QuotaManagers
 from samsa.replica import ReplicaManager
 from samsa.replica.latency_stages import STAGES
+from samsa.wall_clock import monotonic_ms
 
 if TYPE_CHECKING:
     from samsa.controller import KafkaController
@@ -90,6 +92,41 @@ class _LogCollector(Collector):
                 start.add_metric(labels, plog.log_start_offset)
                 segments.add_metric(labels, len(plog.segments))
         return [size, end, start, segments]
+
+
+class _QuotaCollector(Collector):
+    """Client quota sensors, read at scrape time (Kafka's Produce, Fetch and Request metric
+    groups): the rate each quota entity is measured at, and the throttle time it was given.
+    Labels are the quota's metric tags: an empty user or client_id is a quota shared
+    across that tag."""
+
+    def __init__(self, quotas: QuotaManagers) -> None:
+        self._quotas = quotas
+
+    def collect(self) -> Iterable[GaugeMetricFamily]:
+        now = monotonic_ms()
+        out = []
+        for manager in self._quotas.all:
+            group = manager.quota_type.lower()
+            rate_name = "request_time" if group == "request" else "byte_rate"
+            rate = GaugeMetricFamily(
+                f"kafka_server_{group}_{rate_name}",
+                "Percent of the event loop per second"
+                if group == "request"
+                else "Bytes per second, per user/client-id quota",
+                labels=["user", "client_id"],
+            )
+            throttle = GaugeMetricFamily(
+                f"kafka_server_{group}_throttle_time",
+                "Average throttle time in ms given, per user/client-id quota",
+                labels=["user", "client_id"],
+            )
+            for (user, client_id), sensor in list(manager.sensors.items()):
+                rate.add_metric([user, client_id], sensor.rate.measure(now))
+                average = sensor.throttle_ms_total / sensor.throttles if sensor.throttles else 0
+                throttle.add_metric([user, client_id], average)
+            out += [rate, throttle]
+        return out
 
 
 class _CleanerCollector(Collector):
@@ -384,6 +421,9 @@ class BrokerMetrics:
         self._per_api: dict[str, tuple[list[float], _Histogram]] = {}
         self._per_topic_in: dict[str, tuple[list[float], list[float]]] = {}
         self._per_topic_out: dict[str, tuple[list[float], list[float]]] = {}
+
+    def watch_quotas(self, quotas: QuotaManagers) -> None:
+        self.registry.register(_QuotaCollector(quotas))
 
     def on_isr_change(self, shrink: bool) -> None:
         if shrink:

@@ -37,6 +37,8 @@ from samsa.metadata.standalone_metadata_store import (
 )
 from samsa.network import Connection, SocketServer
 from samsa.protocol.schema_preload import warm_up
+from samsa.quota.manager import QuotaManagers
+from samsa.quota.store import QuotaFollower, QuotaStore, StandaloneQuotaStore, ZkQuotaStore
 from samsa.replica import ReplicaManager
 from samsa.replica.fetch_session import FetchSessionCache
 from samsa.security.authorizer import Authorizer
@@ -150,6 +152,21 @@ class KafkaServer:
         if self.authorizer is not None:
             await self.authorizer.start(refresh=self.cluster is not None)
 
+    async def _follow_quotas(self, services: BrokerServices) -> None:
+        """Client quotas: loaded before the first request is served, then kept current."""
+        store: QuotaStore = (
+            ZkQuotaStore(self.cluster.zk)
+            if self.cluster is not None
+            else StandaloneQuotaStore(self.data_dir)
+        )
+        services.quota_store = store
+        services.quotas = QuotaManagers(
+            self.config["quota.window.num"], self.config["quota.window.size.seconds"]
+        )
+        self.metrics.watch_quotas(services.quotas)
+        self._quota_follower = QuotaFollower(store, services.quotas.update)
+        await self._quota_follower.start()
+
     def _sasl_server(self) -> SaslServer:
         """SASL settings checked now, so a bad mechanism stops start-up with its key named."""
         sasl = SaslServer(self.config, self._security_store())
@@ -208,6 +225,7 @@ class KafkaServer:
             await coordinators.load_standalone_transactions()
         await self._start_authorizer()
         services = self.services = self._broker_services(broker, coordinators)
+        await self._follow_quotas(services)
         late.target = KafkaApis(services, default_apis())
         for server in self.socket_servers.values():
             await server.serve()

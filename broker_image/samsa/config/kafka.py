@@ -146,6 +146,9 @@ BROKER_CONFIG = ConfigDef(
         ConfigKey("replica.high.watermark.checkpoint.interval.ms", "long", 5000, minimum=1),
         ConfigKey("controller.socket.timeout.ms", "int", 30_000, minimum=1),
         ConfigKey("request.timeout.ms", "int", 30_000, minimum=1),
+        # Client quotas (KIP-13): the rate is measured over quota.window.num windows.
+        ConfigKey("quota.window.num", "int", 11, minimum=1),
+        ConfigKey("quota.window.size.seconds", "int", 1, minimum=1),
         # Bytes per second for replicas being added by a reassignment (0: unthrottled).
         ConfigKey("follower.replication.throttled.rate", "long", 0, minimum=0, read_only=False),
         ConfigKey("controlled.shutdown.enable", "boolean", True),

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import datetime
 import inspect
 import logging
 import time
@@ -10,6 +12,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from samsa.handlers import throttling
 from samsa.handlers.context import BrokerServices, ClientConnection, RequestContext
 from samsa.protocol.errors import CloseConnection
 from samsa.protocol.messages import (
@@ -131,7 +134,7 @@ class KafkaApis:
                 exc,
             )
             raise CloseConnection from None
-        ctx = RequestContext(header, conn, started)
+        ctx = RequestContext(header, conn, started, len(frame))
         result = api.handle(self.services, ctx, request)
         if isinstance(result, Deferred):
             return Deferred(self._finish_later(api, ctx, result.awaitable, started))
@@ -153,12 +156,21 @@ class KafkaApis:
         return [len(token).to_bytes(4, "big"), token]
 
     def _finish(
-        self, api: Api, ctx: RequestContext, result: HandlerResult, started: float
+        self,
+        api: Api,
+        ctx: RequestContext,
+        result: HandlerResult,
+        started: float,
     ) -> Chunks | None:
-        self.services.on_request(ctx.metric_name or api.name, time.perf_counter() - started)
+        elapsed = time.perf_counter() - started
+        self.services.on_request(ctx.metric_name or api.name, elapsed)
 
         if result is None:
             return None
+        if self.services.quotas.active:
+            throttle = throttling.request(self.services, ctx, api.key, throttling.on_loop(ctx))
+            if throttle:
+                result = _with_throttle(result, throttle)
         if isinstance(result, (list, tuple)):
             return result
         if isinstance(result, dict):
@@ -172,6 +184,9 @@ class KafkaApis:
         closed before the task's first step cancels it; the handler's coroutine, never
         started then, is closed too rather than left to be reported as never awaited."""
 
+        if self.services.quotas.active:
+            ctx.on_loop = time.perf_counter() - started
+
         async def finish() -> Chunks | None:
             return self._finish(api, ctx, await pending, started)
 
@@ -180,3 +195,15 @@ class KafkaApis:
             coroutine = pending
             task.add_done_callback(lambda _: coroutine.close())
         return task
+
+
+def _with_throttle(result: HandlerResult, throttle_ms: int) -> HandlerResult:
+    """The response with its throttle_time_ms set (KIP-219: the client learns it at once);
+    hand-encoded responses carry their own, and versions without the field drop it."""
+    if isinstance(result, dict):
+        return {**result, "throttle_time": throttle_ms}
+    if dataclasses.is_dataclass(result) and hasattr(result, "throttle_time"):
+        return dataclasses.replace(  # type: ignore[type-var]
+            result, throttle_time=datetime.timedelta(milliseconds=throttle_ms)
+        )
+    return result

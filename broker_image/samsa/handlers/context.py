@@ -11,11 +11,13 @@ from samsa.coordinator import GroupCoordinator, ProducerIdManager
 from samsa.coordinator.transaction import TransactionCoordinator
 from samsa.metadata import BrokerInfo, MetadataCache, MetadataStore
 from samsa.protocol.messages import RequestHeader
+from samsa.quota.manager import QuotaManagers
 from samsa.replica import ReplicaManager
 
 if TYPE_CHECKING:
     from samsa.controller import KafkaController
     from samsa.handlers.txn_verification import VerifyTransaction
+    from samsa.quota.store import QuotaStore
     from samsa.replica import FetchPartitionRequest
     from samsa.replica.fetch_session import FetchSessionCache
     from samsa.security.authorizer import Authorizer
@@ -26,6 +28,9 @@ class ClientConnection(Protocol):
     peer: str
     # The listener the connection came in on: clients are told that listener's addresses.
     listener: str
+
+    def mute_for(self, ms: int) -> None:
+        """Read no more requests from this client for ``ms`` (a quota's throttle, KIP-219)."""
 
 
 @dataclass
@@ -64,6 +69,10 @@ class BrokerServices:
     authorizer: Authorizer | None = None
     # The listener brokers use among themselves (inter.broker.listener.name).
     inter_broker_listener: str = "PLAINTEXT"
+    # Client quotas: their sensors, fed from the quota configs, and where those are stored
+    # (None: DescribeClientQuotas and AlterClientQuotas are not served).
+    quotas: QuotaManagers = field(default_factory=QuotaManagers)
+    quota_store: QuotaStore | None = None
     # A topic's deletion reached this broker: (name, partitions).
     on_topic_deleted: Callable[[str, list[int]], None] = field(
         default=lambda name, partitions: None
@@ -76,6 +85,11 @@ class RequestContext:
     conn: ClientConnection
     # time.perf_counter() when the request was taken up.
     started: float = 0.0
+    # The request's size in bytes (what a producer's quota counts).
+    size: int = 0
+    # Seconds an awaited handler spent on the event loop before it first waited; None until
+    # then, and unset with no quota configured (what request_percentage counts).
+    on_loop: float | None = None
     # The request metrics' name when it is not the API's: Kafka counts a Fetch as
     # FetchConsumer or FetchFollower.
     metric_name: str = ""

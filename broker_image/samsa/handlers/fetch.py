@@ -15,6 +15,7 @@ import asyncio
 import uuid
 from typing import Any
 
+from samsa.handlers import throttling
 from samsa.handlers.authorization import cluster_allowed, topic_allowed
 from samsa.handlers.context import BrokerServices, RequestContext
 from samsa.metadata import TopicPartition
@@ -287,6 +288,7 @@ def _encode(
     on_fetch = services.on_fetch
     topics: list[FetchTopicResult] = []
     current: FetchTopicResult | None = None
+    size = 0
     it = iter(responses)
     for name, topic_id, partition, error in order:
         r = next(it) if error is None else None
@@ -311,6 +313,7 @@ def _encode(
             current.partitions.append(FetchPartitionResult(partition, error, -1, -1, -1, b""))
             continue
         if r.records:
+            size += len(r.records)
             on_fetch(r.tp.topic, r.messages, len(r.records))
         current.partitions.append(
             FetchPartitionResult(
@@ -323,10 +326,12 @@ def _encode(
                 r.aborted_transactions,
             )
         )
+    throttle = throttling.fetch(services, ctx, size) if services.quotas.active else 0
     return encode_fetch_response(
         ctx.version,
         ctx.header.correlation_id,
-        topics,
+        [] if throttle else topics,  # a throttled fetch is answered empty, as Kafka's
+        throttle,
         session_id=session.id if session is not None else 0,
     )
 

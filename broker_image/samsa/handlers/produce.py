@@ -9,6 +9,7 @@ from __future__ import annotations
 from time import perf_counter
 from typing import Any
 
+from samsa.handlers import throttling
 from samsa.handlers.authorization import allowed, topic_allowed
 from samsa.handlers.context import BrokerServices, RequestContext
 from samsa.handlers.txn_verification import (
@@ -195,16 +196,19 @@ def _append(
     appended = perf_counter()
     stages = replica_manager.stages
     stages.observe("produce_append", appended - ctx.started)
+    throttle = throttling.produce(services, ctx, acks) if services.quotas.active else 0
     if waiting:
         # The records are appended: later requests on this connection need not wait for the ISR.
-        return Deferred(_await_acks(services, ctx, topics, waiting, ms(request.timeout), appended))
+        return Deferred(
+            _await_acks(services, ctx, topics, waiting, ms(request.timeout), appended, throttle)
+        )
     if acks == 0:
         # The producer reads no answer, so closing the connection is how it learns of an error
         # (Kafka does the same) and refreshes its metadata.
         if failed:
             raise CloseConnection
         return None
-    return [encode_produce_response(ctx.version, ctx.header.correlation_id, topics)]
+    return [encode_produce_response(ctx.version, ctx.header.correlation_id, topics, throttle)]
 
 
 def _has_transactional_records(request: Any) -> bool:
@@ -228,6 +232,7 @@ async def _await_acks(
     waiting: list[tuple[TopicPartition, ProducePartitionResponse, ProducePartitionResult]],
     timeout_ms: int,
     appended: float,
+    throttle_ms: int,
 ) -> Any:
     """acks=all: answer once every partition's records are on its whole ISR, or time out."""
     manager = services.replica_manager
@@ -236,6 +241,6 @@ async def _await_acks(
         result.error_code = r.error_code
         if r.error_code:
             result.base_offset = -1
-    answer = [encode_produce_response(ctx.version, ctx.header.correlation_id, topics)]
+    answer = [encode_produce_response(ctx.version, ctx.header.correlation_id, topics, throttle_ms)]
     manager.stages.since("ack_wait", appended)
     return answer

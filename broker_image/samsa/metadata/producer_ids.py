@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from kazoo.exceptions import BadVersionError, NodeExistsError
 
-from samsa.metadata.standalone_metadata_store import _atomic_write
+from samsa.metadata.standalone_metadata_store import atomic_write
 from samsa.metadata.zk_data import PRODUCER_ID_BLOCK
 
 if TYPE_CHECKING:
@@ -116,7 +116,7 @@ class LocalProducerIdBlockStore:
     def _claim(self, broker_id: int, size: int) -> ProducerIdsBlock:
         latest = self.latest_block()
         block = latest.following(broker_id, size) if latest else first_block(broker_id, size)
-        _atomic_write(self.path, block.to_json() + "\n")
+        atomic_write(self.path, block.to_json() + "\n")
         log.info("claimed producer ids %d to %d", block.first_producer_id, block.last_producer_id)
         return block
 

@@ -19,7 +19,7 @@ METADATA_FILE = "samsa-metadata.json"
 META_PROPERTIES = "meta.properties"
 
 
-def _atomic_write(path: Path, text: str) -> None:
+def atomic_write(path: Path, text: str) -> None:
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "w") as f:
         f.write(text)
@@ -61,7 +61,7 @@ def ensure_meta_properties(data_dir: Path, broker_id: int, cluster_id: str | Non
     chosen = existing or cluster_id or new_cluster_id()
     if not existing or "broker.id" not in props:
         text = f"version=0\nbroker.id={broker_id}\ncluster.id={chosen}\n"
-        _atomic_write(data_dir / META_PROPERTIES, text)
+        atomic_write(data_dir / META_PROPERTIES, text)
     return chosen
 
 
@@ -128,7 +128,7 @@ class StandaloneMetadataStore:
             "broker_configs": self._broker_configs,
             "broker_default_configs": self._broker_default_configs,
         }
-        _atomic_write(self._path, json.dumps(data, indent=1, sort_keys=True))
+        atomic_write(self._path, json.dumps(data, indent=1, sort_keys=True))
 
     def _changed(self, names: set[str]) -> None:
         for listener in list(self._listeners):

@@ -24,6 +24,7 @@ import json
 import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote, unquote
 
 from samsa.metadata.model import BrokerInfo, Endpoint
 from samsa.wall_clock import wall_clock_ms
@@ -62,6 +63,16 @@ def topic_id_to_zk(topic_id: uuid.UUID) -> str:
 
 def topic_id_from_zk(text: str) -> uuid.UUID:
     return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+
+
+def sanitize(name: str) -> str:
+    """A user or client id as a znode name, as Kafka's Sanitizer writes it: URL-encoded, with
+    '*' and '~' encoded too (Java's URLEncoder with Kafka's fixes)."""
+    return quote(name, safe="").replace("~", "%7E")
+
+
+def desanitize(znode: str) -> str:
+    return unquote(znode)
 
 
 def topic_path(topic: str) -> str:

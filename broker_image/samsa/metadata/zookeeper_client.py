@@ -25,6 +25,8 @@ from kazoo.exceptions import (
 )
 from kazoo.protocol.states import ZnodeStat
 
+from samsa.wall_clock import wall_clock_ms
+
 log = logging.getLogger(__name__)
 
 # ZooKeeper out of reach: the connection lost, the session expired, or the client closed.
@@ -202,3 +204,30 @@ class ZooKeeperClient:
                 await self.create(path, value, makepath=True)
             except NodeExistsError:
                 await self.set(path, value)
+
+    # ---------------------------------------------------------------- change notifications
+
+    async def watch_notifications(
+        self, root: str, on_change: Callable[[], None], expiry_ms: int
+    ) -> Any:
+        """Call on_change (on the event loop) whenever a notification znode is added under
+        ``root``, and delete those older than ``expiry_ms``, as Kafka's
+        ZkNodeChangeNotificationListener does; every broker may purge, the first one wins.
+        Returns the watch, which lives as long as it is referenced."""
+        from kazoo.recipe.watchers import ChildrenWatch
+
+        await self.ensure_path(root)
+
+        def changed(children: list[str]) -> None:
+            on_change()
+            if children:
+                asyncio.get_running_loop().create_task(self._purge(root, expiry_ms))
+
+        return await asyncio.to_thread(ChildrenWatch, self.zk, root, self.on_loop(changed))
+
+    async def _purge(self, root: str, expiry_ms: int) -> None:
+        cutoff = wall_clock_ms() - expiry_ms
+        for child in await self.children(root):
+            stat = await self.exists(f"{root}/{child}")
+            if stat is not None and stat.ctime < cutoff:
+                await self.delete(f"{root}/{child}")

@@ -90,6 +90,8 @@ class Connection(asyncio.BufferedProtocol):
         self.closed = False
         self.reading_paused = False
         self.writing_paused = False
+        # Throttled by a client quota: nothing is read or handled until the timer ends it.
+        self.muted: asyncio.TimerHandle | None = None
         self.transport: asyncio.Transport | None = None
         self.peer: str = "?"
         self.listener: str = server.name
@@ -187,11 +189,35 @@ class Connection(asyncio.BufferedProtocol):
     def _blocked(self) -> bool:
         return (
             self.busy
+            or self.muted is not None
             or self.writing_paused
             or self.sender is not None
             or self.deferred >= _MAX_DEFERRED
             or self.closed
         )
+
+    def mute_for(self, ms: int) -> None:
+        """Kafka's muting of a throttled channel (KIP-219): the answer already given leaves;
+        requests read behind it wait, and the socket is not read, for ``ms``."""
+        if self.closed or ms <= 0:
+            return
+        loop = asyncio.get_running_loop()
+        until = loop.time() + ms / 1000
+        if self.muted is not None:
+            if self.muted.when() >= until:
+                return
+            self.muted.cancel()
+        self.muted = loop.call_at(until, self._unmute)
+        if self.transport is not None and not self.reading_paused:
+            self.transport.pause_reading()
+
+    def _unmute(self) -> None:
+        self.muted = None
+        if self.closed:
+            return
+        if self.transport is not None and not self.reading_paused:
+            self.transport.resume_reading()
+        self._process()
 
     def _make_room(self, needed: int) -> None:
         """Compact the unread bytes to the front, growing the buffer if a frame needs it."""
@@ -251,7 +277,12 @@ class Connection(asyncio.BufferedProtocol):
         while self.pending and not self._blocked():
             self._handle(self.pending.popleft(), out)
         self._flush(out)
-        if self.reading_paused and len(self.pending) < _MAX_PENDING_FRAMES // 2 and not self.closed:
+        if (
+            self.reading_paused
+            and len(self.pending) < _MAX_PENDING_FRAMES // 2
+            and not self.closed
+            and self.muted is None
+        ):
             self.reading_paused = False
             assert self.transport is not None
             self.transport.resume_reading()
@@ -426,6 +457,9 @@ class Connection(asyncio.BufferedProtocol):
     def close(self) -> None:
         if not self.closed:
             self.closed = True
+            if self.muted is not None:
+                self.muted.cancel()
+                self.muted = None
             self.pending.clear()
             self._drop_slots()
             if self.sender is not None:

@@ -30,10 +30,9 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
-from urllib.parse import quote, unquote
 
+from samsa.metadata.zk_data import desanitize, sanitize
 from samsa.protocol.scram import ScramCredential, format_credential, parse_credential
-from samsa.wall_clock import wall_clock_ms
 
 USERS = "/config/users"
 # Kafka's layout: literal ACLs under /kafka-acl, prefixed ones under /kafka-acl-extended.
@@ -85,7 +84,7 @@ class ZkSecurityStore:
         self._watches: list[Any] = []
 
     async def _user_config(self, user: str) -> dict[str, str]:
-        found = await self.zk.get(f"{USERS}/{quote(user, safe='')}")
+        found = await self.zk.get(f"{USERS}/{sanitize(user)}")
         if found is None or not found[0]:
             return {}
         return dict(json.loads(found[0]).get("config", {}))
@@ -95,7 +94,7 @@ class ZkSecurityStore:
         return {k: parse_credential(v) for k, v in config.items() if k.startswith("SCRAM-")}
 
     async def users(self) -> list[str]:
-        return [unquote(u) for u in await self.zk.children(USERS)]
+        return [desanitize(u) for u in await self.zk.children(USERS)]
 
     async def set_credential(self, user: str, mechanism: str, cred: ScramCredential | None) -> None:
         config = await self._user_config(user)
@@ -104,7 +103,7 @@ class ZkSecurityStore:
         else:
             config[mechanism] = format_credential(cred)
         body = json.dumps({"version": 1, "config": config}, separators=(",", ":")).encode()
-        await self.zk.set_or_create(f"{USERS}/{quote(user, safe='')}", body)
+        await self.zk.set_or_create(f"{USERS}/{sanitize(user)}", body)
 
     async def acls(self) -> AclTable:
         table: AclTable = {}
@@ -134,29 +133,11 @@ class ZkSecurityStore:
         )
 
     async def watch_acl_changes(self, on_change: Callable[[], None]) -> bool:
-        from kazoo.recipe.watchers import ChildrenWatch
-
         for root in ACL_CHANGE_PATHS.values():
-            await self.zk.ensure_path(root)
-
-            def changed(children: list[str], root: str = root) -> None:
-                on_change()
-                if children:
-                    asyncio.get_running_loop().create_task(self._purge(root))
-
             self._watches.append(
-                await asyncio.to_thread(ChildrenWatch, self.zk.zk, root, self.zk.on_loop(changed))
+                await self.zk.watch_notifications(root, on_change, ACL_CHANGE_EXPIRY_MS)
             )
         return True
-
-    async def _purge(self, root: str) -> None:
-        """Delete notifications older than Kafka's expiry; every broker may try, the first
-        one wins."""
-        cutoff = wall_clock_ms() - ACL_CHANGE_EXPIRY_MS
-        for child in await self.zk.children(root):
-            stat = await self.zk.exists(f"{root}/{child}")
-            if stat is not None and stat.ctime < cutoff:
-                await self.zk.delete(f"{root}/{child}")
 
 
 class StandaloneSecurityStore:

@@ -714,6 +714,34 @@ ROWS = [
         {NONE},
     ),
     Row(
+        "DescribeClientQuotas",
+        48,
+        1,
+        lambda: {"components": [], "strict": False},
+        ((C, "kafka-cluster", Op.DESCRIBE_CONFIGS),),
+        _top,
+        {CLUSTER_DENIED},
+        {NONE},
+    ),
+    Row(
+        "AlterClientQuotas",
+        49,
+        1,
+        lambda: {
+            "entries": [
+                {
+                    "entity": [{"entity_type": "client-id", "entity_name": "authz"}],
+                    "ops": [{"key": "producer_byte_rate", "value": 0.0, "remove": True}],
+                }
+            ],
+            "validate_only": True,
+        },
+        ((C, "kafka-cluster", Op.ALTER_CONFIGS),),
+        lambda r: {x.error_code for x in r.entries},
+        {CLUSTER_DENIED},
+        {NONE},
+    ),
+    Row(
         "DescribeUserScramCredentials",
         50,
         0,
