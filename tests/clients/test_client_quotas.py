@@ -5,7 +5,7 @@ on the same broker runs unthrottled, and librdkafka told of its throttling (KIP-
 One in-process broker with a SASL_PLAINTEXT listener (SCRAM-SHA-256) beside the PLAINTEXT one
 the tools use; what each producer got through is the broker's own count of bytes appended to
 its topic (/metrics). The broker's rates count over 2 windows of 1 s (quota.window.num=2)
-rather than Kafka's default 11: the arithmetic is the same (tests/unit/test_client_quotas.py
+rather than Kafka's default 11: the arithmetic is the same (tests/unit/test_client_quota_rules.py
 holds it to Kafka's), but the first burst Kafka allows, (quota.window.num - 1) windows' worth,
 then weighs a twentieth of the run rather than half of it.
 """
