@@ -144,6 +144,7 @@ def test_a_producer_over_its_quota_is_held_to_it_and_another_user_is_not(
     samples = []
     while time.monotonic() < until:
         samples.append(env.bytes_in())
+        # A sample a second, for the failure message; the run lasts RUN_S whatever happens.
         time.sleep(min(1.0, max(0.0, until - time.monotonic())))
     after = env.bytes_in()
     for t in threads:

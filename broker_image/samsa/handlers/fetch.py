@@ -259,7 +259,7 @@ def _session_reads(
         version = partition.version
         if skipped.get(tp) == version:
             continue
-        offsets = quiet(req, replica_id, session)
+        offsets = quiet(partition, req, replica_id, session)
         if offsets is not None and session.told_already(tp, *offsets):
             skipped[tp] = version
             continue

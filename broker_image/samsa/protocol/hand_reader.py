@@ -8,6 +8,7 @@ import struct
 import uuid
 
 from samsa.protocol.bounds import InvalidRequestError, read_uvarint
+from samsa.protocol.messages import skip_tagged_fields
 
 _I8 = struct.Struct(">b")
 _I16 = struct.Struct(">h")
@@ -28,29 +29,23 @@ class Reader:
         if n < 0 or self.pos + n > len(self.buf):
             raise InvalidRequestError(f"truncated {self.what}")
 
-    def int8(self) -> int:
-        self.need(1)
-        (value,) = _I8.unpack_from(self.buf, self.pos)
-        self.pos += 1
+    def _fixed(self, field: struct.Struct) -> int:
+        self.need(field.size)
+        (value,) = field.unpack_from(self.buf, self.pos)
+        self.pos += field.size
         return int(value)
+
+    def int8(self) -> int:
+        return self._fixed(_I8)
 
     def int16(self) -> int:
-        self.need(2)
-        (value,) = _I16.unpack_from(self.buf, self.pos)
-        self.pos += 2
-        return int(value)
+        return self._fixed(_I16)
 
     def int32(self) -> int:
-        self.need(4)
-        (value,) = _I32.unpack_from(self.buf, self.pos)
-        self.pos += 4
-        return int(value)
+        return self._fixed(_I32)
 
     def int64(self) -> int:
-        self.need(8)
-        (value,) = _I64.unpack_from(self.buf, self.pos)
-        self.pos += 8
-        return int(value)
+        return self._fixed(_I64)
 
     def uuid(self) -> uuid.UUID:
         self.need(16)
@@ -100,11 +95,7 @@ class Reader:
     def tags(self) -> None:
         """Skip a flexible version's tagged fields."""
         if self.flexible:
-            for _ in range(self.uvarint()):
-                self.uvarint()  # the tag
-                size = self.uvarint()
-                self.need(size)
-                self.pos += size
+            self.pos = skip_tagged_fields(self.buf, self.pos)
 
     def tagged(self) -> dict[int, memoryview]:
         """A flexible version's tagged fields, by tag, as views of their bytes."""

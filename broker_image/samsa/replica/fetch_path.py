@@ -18,7 +18,7 @@ from samsa.metadata.model import TopicPartition
 from samsa.protocol.errors import ErrorCode
 from samsa.protocol.fileregion import FileRegion
 from samsa.replica.hosted_partitions import HostedPartitions
-from samsa.replica.partition import READ_COMMITTED, FetchClock
+from samsa.replica.partition import READ_COMMITTED, FetchClock, Partition
 
 
 @dataclass(slots=True)
@@ -120,7 +120,11 @@ class FetchPath(HostedPartitions):
         return responses, total
 
     def quiet(
-        self, req: FetchPartitionRequest, replica_id: int, session: FetchClock | None = None
+        self,
+        partition: Partition,
+        req: FetchPartitionRequest,
+        replica_id: int,
+        session: FetchClock | None = None,
     ) -> tuple[int, int, int] | None:
         """For a partition of a follower's fetch session that this fetch did not name: its
         (high watermark, last stable offset, log start offset) if the follower has the
@@ -128,10 +132,8 @@ class FetchPath(HostedPartitions):
         is noted caught up now, and as of each fetch of ``session`` until it reads the
         partition again. None: it must be read (``read``), to move its state or to answer
         with records or an error."""
-        partition = self.partitions.get(req.tp)
         if (
-            partition is None
-            or not partition.is_leader
+            not partition.is_leader
             or (0 <= req.current_leader_epoch != partition.leader_epoch)
             or not partition.follower_at_end(replica_id, req.fetch_offset, session)
         ):
