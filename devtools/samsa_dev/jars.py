@@ -17,7 +17,7 @@ import tempfile
 from importlib import resources
 from pathlib import Path
 
-from samsa_dev.cache import cache_root
+from samsa_dev.cache import cache_root, locked
 
 COMPLETE = ".complete"
 
@@ -65,6 +65,13 @@ def fetch(name: str, quiet: bool = True) -> Path:
     target = directory(name)
     if (target / COMPLETE).exists():
         return target / "lib"
+    with locked(target.with_name(target.name + ".lock")):
+        if not (target / COMPLETE).exists():  # or fetched while we waited
+            _fetch(name, target, quiet)
+    return target / "lib"
+
+
+def _fetch(name: str, target: Path, quiet: bool) -> None:
     mvn = shutil.which("mvn")
     if mvn is None:
         raise JarsUnavailable(
@@ -90,7 +97,6 @@ def fetch(name: str, quiet: bool = True) -> Path:
     shutil.rmtree(target / "lib", ignore_errors=True)
     os.replace(staging, target / "lib")
     (target / COMPLETE).write_text("")
-    return target / "lib"
 
 
 def files(*names: str) -> list[Path]:

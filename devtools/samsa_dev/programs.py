@@ -21,7 +21,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from samsa_dev.cache import cache_root
+from samsa_dev.cache import cache_root, locked
 
 # Where the Go distribution's installer puts it, when it is not on PATH.
 GO_FALLBACK = Path("/usr/local/go/bin/go")
@@ -88,6 +88,16 @@ def build_go(folder: Path) -> tuple[Path, bool]:
     target = go_binary(folder)
     if target.exists():
         return target, False
+    with locked(target.with_name(target.name + ".lock")):
+        if target.exists():  # built while we waited
+            return target, False
+        _build_go(folder, target)
+    # Builds of other sources are kept (tens of megabytes each), as the Java programs' are:
+    # another checkout of the project, a worktree, may be running its tests on one of them.
+    return target, True
+
+
+def _build_go(folder: Path, target: Path) -> None:
     go = _tool("go", GO_FALLBACK)
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(target.name + ".partial")
@@ -103,9 +113,6 @@ def build_go(folder: Path) -> tuple[Path, bool]:
         tail = " | ".join(result.stderr.strip().splitlines()[-5:])
         raise ProgramUnavailable(f"go build of {folder} failed: {tail}")
     os.replace(partial, target)
-    # Builds of other sources are kept (tens of megabytes each), as the Java programs' are:
-    # another checkout of the project, a worktree, may be running its tests on one of them.
-    return target, True
 
 
 def go_program(folder: Path) -> Path:

@@ -19,7 +19,6 @@ nothing of it stays in an image.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
@@ -31,13 +30,11 @@ import tempfile
 import time
 import urllib.request
 import zipfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from samsa_dev import jars
-from samsa_dev.cache import cache_root
+from samsa_dev.cache import cache_root, locked
 from samsa_dev.images import keys
 from samsa_dev.images.catalogue import (
     BY_NAME,
@@ -328,15 +325,6 @@ def _stage(image: Image, context: Path, folder: Path, log: Path) -> None:
 # -- building --------------------------------------------------------------------------------
 
 
-@contextmanager
-def _lock() -> Iterator[None]:
-    """One build at a time on this machine (a test and `make images` may both ask)."""
-    images_root().mkdir(parents=True, exist_ok=True)
-    with (images_root() / ".lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        yield
-
-
 def _say(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
@@ -416,7 +404,8 @@ def _size(ref: str) -> str:
 def build(names: list[str] | None = None) -> list[tuple[Entry, bool]]:
     """The images asked for (all by default) and the images they build on, built unless
     cached; each with whether it was built now."""
-    with _lock():
+    # One build at a time on this machine (a test and `make images` may both ask).
+    with locked(images_root() / ".lock"):
         all_entries = entries(names)
         wanted = {image.name for image in named(names)}
         done = [(e, build_entry(e, all_entries)) for e in all_entries.values()]

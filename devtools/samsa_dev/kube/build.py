@@ -22,7 +22,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from samsa_dev.cache import cache_root
+from samsa_dev.cache import cache_root, locked
 from samsa_dev.programs import (
     GO_FALLBACK,
     ProgramUnavailable,
@@ -151,6 +151,13 @@ def build_module(module: GoModule) -> tuple[Path, bool]:
     target = module.directory()
     if all((target / p).exists() for p in module.programs):
         return target, False
+    with locked(target.parent / f"{module.name}.lock"):
+        if all((target / p).exists() for p in module.programs):  # built while we waited
+            return target, False
+        return _build_module(module, target), True
+
+
+def _build_module(module: GoModule, target: Path) -> Path:
     go = _tool("go", GO_FALLBACK)
     partial = target.with_name(target.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
@@ -188,7 +195,7 @@ def build_module(module: GoModule) -> tuple[Path, bool]:
     for old in target.parent.glob(f"{module.name}-[0-9]*"):
         if old != target and not old.name.endswith(".partial"):
             shutil.rmtree(old, ignore_errors=True)
-    return target, True
+    return target
 
 
 def build() -> list[tuple[GoModule, Path, bool]]:

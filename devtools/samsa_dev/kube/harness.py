@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import json
 import os
 import secrets
@@ -30,6 +29,7 @@ from typing import Any, TypeVar
 
 import pytest
 
+from samsa_dev.cache import locked
 from samsa_dev.kafka import pid_alive
 from samsa_dev.kube.agent import NodeAgent
 from samsa_dev.kube.api import Api
@@ -56,17 +56,6 @@ async def eventually(probe: Callable[[], Awaitable[T]], within: float = 60.0, wh
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {within}s waiting for {what}: last {last!r}")
         await asyncio.sleep(0.25)
-
-
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def shared_folder(factory: pytest.TempPathFactory, worker: str) -> Path:
@@ -97,7 +86,7 @@ def release_when_done(item: pytest.Item, nextitem: pytest.Item | None, plane: An
     folder = plane.folder.parent
     files = {_file_of(i).replace("/", "__") for i in item.session.items if _uses_plane(i)}
     done = folder / "k8s-done"
-    with _locked(folder / "k8s.lock"):
+    with locked(folder / "k8s.lock"):
         done.mkdir(exist_ok=True)
         (done / _file_of(item).replace("/", "__")).touch()
         if files <= {p.name for p in done.iterdir()}:
@@ -107,7 +96,7 @@ def release_when_done(item: pytest.Item, nextitem: pytest.Item | None, plane: An
 @contextlib.contextmanager
 def control_plane(folder: Path) -> Iterator[ControlPlane]:
     users = folder / "k8s-users"
-    with _locked(folder / "k8s.lock"):
+    with locked(folder / "k8s.lock"):
         try:
             plane = ControlPlane(folder / "k8s").up(timeout=240)
         except ProgramUnavailable as exc:
@@ -117,7 +106,7 @@ def control_plane(folder: Path) -> Iterator[ControlPlane]:
     try:
         yield plane
     finally:
-        with _locked(folder / "k8s.lock"):
+        with locked(folder / "k8s.lock"):
             (users / str(os.getpid())).unlink(missing_ok=True)
             if not any(pid_alive(int(u.name)) for u in users.iterdir()):
                 plane.down()
@@ -217,7 +206,7 @@ class KubeNamespace:
         path = self.folder / "values.json"
         path.write_text(json.dumps(values))
         # CRDs come with the first install; installs of other workers wait for it.
-        with _locked(self.plane.folder.parent / "helm-crds.lock"):
+        with locked(self.plane.folder.parent / "helm-crds.lock"):
             return await self.helm("install", self.release, str(chart), "-f", str(path))
 
     def operator_logs(self) -> str:
