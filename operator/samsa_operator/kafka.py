@@ -1,7 +1,8 @@
 """Talking to a Kafka cluster (Samsa or Apache Kafka) through the admin protocol.
 
-confluent-kafka's AdminClient does the wire work; kafka-python's KafkaAdminClient does the two
-APIs librdkafka lacks (AlterPartitionReassignments, ListPartitionReassignments). This module
+confluent-kafka's AdminClient does the wire work; kafka-python's KafkaAdminClient does the
+APIs librdkafka lacks (AlterPartitionReassignments, ListPartitionReassignments,
+DescribeClientQuotas, AlterClientQuotas). This module
 turns their futures and blocking calls into awaitables and their results into the plain
 values of `reconcile`, `rolling` and `operations`. It is the only module that speaks Kafka.
 """
@@ -104,8 +105,8 @@ class KafkaAdmin:
         self.timeout = timeout
         self.tls = tls
         self._racks: dict[int, str | None] = {}  # by broker id, as DescribeCluster said
-        self._reassigner: Any = None  # kafka-python's client, made on first use
-        self._reassigner_lock = threading.Lock()
+        self._kafka_python_client: Any = None  # kafka-python's client, made on first use
+        self._kafka_python_lock = threading.Lock()
         config: dict[str, Any] = {
             "bootstrap.servers": bootstrap_servers,
             "socket.timeout.ms": int(timeout * 1000),
@@ -436,32 +437,32 @@ class ClusterAdmin(KafkaAdmin):
     def _kafka_python(self) -> Any:
         from kafka.admin import KafkaAdminClient
 
-        if self._reassigner is None:
+        if self._kafka_python_client is None:
             options: dict[str, Any] = {}
             if self.tls is not None:
                 options = {"security_protocol": "SSL", "ssl_context": _ssl_context(self.tls)}
-            self._reassigner = KafkaAdminClient(
+            self._kafka_python_client = KafkaAdminClient(
                 bootstrap_servers=self.bootstrap_servers.split(","),
                 client_id="samsa-operator",
                 request_timeout_ms=int(self.timeout * 1000),
                 **options,
             )
-        return self._reassigner
+        return self._kafka_python_client
 
-    def _reassignment_call(self, what: str, call: Any) -> Any:
-        with self._reassigner_lock:
+    def _kafka_python_call(self, what: str, call: Any) -> Any:
+        with self._kafka_python_lock:
             try:
                 return call(self._kafka_python())
             except Exception as exc:  # kafka-python raises many types; drop the client
-                if self._reassigner is not None:
-                    self._reassigner.close()
-                    self._reassigner = None
+                if self._kafka_python_client is not None:
+                    self._kafka_python_client.close()
+                    self._kafka_python_client = None
                 raise KafkaAdminError(f"{what}: {exc!r}") from None
 
     async def reassignments(self) -> set[tuple[str, int]]:
         """The partitions being reassigned (ListPartitionReassignments)."""
         found = await asyncio.to_thread(
-            self._reassignment_call,
+            self._kafka_python_call,
             "list partition reassignments",
             lambda c: c.list_partition_reassignments(),
         )
@@ -473,7 +474,7 @@ class ClusterAdmin(KafkaAdmin):
 
         targets = {KafkaTopicPartition(t, p): list(r) for (t, p), r in plan.items()}
         results = await asyncio.to_thread(
-            self._reassignment_call,
+            self._kafka_python_call,
             "alter partition reassignments",
             lambda c: c.alter_partition_reassignments(targets),
         )
@@ -481,11 +482,63 @@ class ClusterAdmin(KafkaAdmin):
         if refused:
             raise KafkaAdminError(f"reassignment refused: {refused}", retriable=True)
 
+    async def quotas_of(self, user: str) -> dict[str, float]:
+        """DescribeClientQuotas: the quotas of exactly the user entity `user` (not its
+        defaults, nor its (user, client-id) pairs)."""
+        from kafka.protocol.admin import DescribeClientQuotasRequest as Describe
+
+        request = Describe(
+            components=[Describe.ComponentData(entity_type="user", match_type=0, match=user)],
+            strict=True,
+        )
+        response = await asyncio.to_thread(
+            self._kafka_python_call, f"describe the quotas of {user}", _sender(request)
+        )
+        if response.error_code:
+            raise KafkaAdminError(
+                f"describe the quotas of {user}: {response.error_message or response.error_code}",
+                code=response.error_code,
+            )
+        return {v.key: v.value for entry in response.entries or () for v in entry.values}
+
+    async def alter_quotas(self, user: str, changes: Mapping[str, float | None]) -> None:
+        """AlterClientQuotas of the user entity `user`: each key set, or removed where None."""
+        if not changes:
+            return
+        from kafka.protocol.admin import AlterClientQuotasRequest as Alter
+
+        entry = Alter.EntryData(
+            entity=[Alter.EntryData.EntityData(entity_type="user", entity_name=user)],
+            ops=[
+                Alter.EntryData.OpData(key=key, value=value or 0.0, remove=value is None)
+                for key, value in sorted(changes.items())
+            ],
+        )
+        request = Alter(entries=[entry], validate_only=False)
+        response = await asyncio.to_thread(
+            self._kafka_python_call, f"alter the quotas of {user}", _sender(request)
+        )
+        for result in response.entries:
+            if result.error_code:
+                # Invalid values are the spec's fault: trying again will not help.
+                raise KafkaAdminError(
+                    f"alter the quotas of {user}: {result.error_message or result.error_code}",
+                    retriable=False,
+                    code=result.error_code,
+                )
+
     def close(self) -> None:
-        with self._reassigner_lock:
-            if self._reassigner is not None:
-                self._reassigner.close()
-                self._reassigner = None
+        with self._kafka_python_lock:
+            if self._kafka_python_client is not None:
+                self._kafka_python_client.close()
+                self._kafka_python_client = None
+
+
+def _sender(request: Any) -> Any:
+    """A call of `_kafka_python_call` that sends one request to any broker. KafkaAdminClient
+    has no method for the client quota APIs, so this uses its connection manager, as its own
+    methods do."""
+    return lambda c: c._manager.run(c._manager.send, request)
 
 
 def _ssl_context(tls: ClientTls) -> ssl.SSLContext:

@@ -1,11 +1,12 @@
 """kopf handlers of KafkaUser, thin like `handlers`: the user's Secret (its credentials), its
 SCRAM credential set in the cluster (AlterUserScramCredentials), its ACLs reconciled to the
-declared set (CreateAcls, DeleteAcls), and its status. The decisions are in `users`.
+declared set (CreateAcls, DeleteAcls), its client quotas to the declared ones
+(AlterClientQuotas), and its status. The decisions are in `users`.
 
-Deleting a KafkaUser (a kopf finalizer) removes its SCRAM credential and its ACLs from the
-cluster, then its Secret. A TLS user's certificate cannot be taken back: losing its ACLs is
-what revokes it. When the cluster is already gone there is nothing to remove, and the
-finalizer lets go.
+Deleting a KafkaUser (a kopf finalizer) removes its SCRAM credential, its ACLs and its
+quotas from the cluster, then its Secret. A TLS user's certificate cannot be taken back:
+losing its ACLs is what revokes it. When the cluster is already gone there is nothing to
+remove, and the finalizer lets go.
 """
 
 from __future__ import annotations
@@ -138,6 +139,7 @@ async def reconcile_user(body: kopf.Body, logger: Log) -> None:
             return
         fingerprint = users.credentials_fingerprint(data)
         applied = (body.get("status") or {}).get("credentials")
+        old_quotas = (body.get("status") or {}).get("quotas") or {}
         try:
             admin = await admin_for(cluster_body, cluster)
             if kind == "scram-sha-512" and (
@@ -152,6 +154,11 @@ async def reconcile_user(body: kopf.Body, logger: Log) -> None:
             if plan.create or plan.delete:
                 added, removed = len(plan.create), len(plan.delete)
                 logger.info(f"ACLs of {principal}: {added} added, {removed} removed")
+            entity, quotas = users.quota_entity(principal), users.desired_quotas(spec)
+            changes = users.plan_quotas(quotas, await admin.quotas_of(entity))
+            await admin.alter_quotas(entity, changes)
+            if changes:
+                logger.info(f"quotas of {entity}: {changes}")
         except KafkaAdminError as exc:
             await not_ready("KafkaError", str(exc))
             if exc.retriable:
@@ -167,6 +174,8 @@ async def reconcile_user(body: kopf.Body, logger: Log) -> None:
                 "secret": name,
                 "credentials": fingerprint,
                 "acls": len(desired),
+                # A merge patch keeps keys it does not name: a removed quota is named as null.
+                "quotas": {**dict.fromkeys(old_quotas), **quotas},
             },
             [
                 status.condition(
@@ -199,6 +208,8 @@ async def user_deleted(body: kopf.Body, logger: Log, **_: Any) -> None:
             acls = sorted(await admin.acls_of(principal))
             await admin.delete_acls(acls)
             logger.info(f"{len(acls)} ACLs of {principal} deleted")
+            entity = users.quota_entity(principal)
+            await admin.alter_quotas(entity, users.plan_quotas({}, await admin.quotas_of(entity)))
         except KafkaAdminError as exc:
             raise kopf.TemporaryError(str(exc), delay=2) from None
     else:

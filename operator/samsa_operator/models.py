@@ -382,11 +382,36 @@ class UserAuthorization(Model):
     acls: list[AclRule] = Field(default_factory=list, max_length=256)
 
 
+class UserQuotas(Model):
+    """Kafka's client quotas of the user entity (Strimzi's names); an unset one is removed."""
+
+    producer_byte_rate: int | None = Field(
+        None, ge=0, description="Bytes per second the user may produce, per broker."
+    )
+    consumer_byte_rate: int | None = Field(
+        None, ge=0, description="Bytes per second the user may fetch, per broker."
+    )
+    request_percentage: int | None = Field(
+        None,
+        ge=0,
+        description="Percent of one request handler thread's time the user may take, per broker.",
+    )
+    controller_mutation_rate: float | None = Field(
+        None,
+        ge=0,
+        description="Partitions per second the user may create or delete (topics and partitions).",
+    )
+
+
 class KafkaUserSpec(Model):
     cluster_ref: str = Field(min_length=1, description="Name of the KafkaCluster (same namespace).")
     authentication: UserAuthentication
     authorization: UserAuthorization | None = Field(
         None, description="The user's ACLs, kept equal to this list."
+    )
+    quotas: UserQuotas | None = Field(
+        None,
+        description="The user's client quotas in the cluster, kept equal to these; none if unset.",
     )
 
 
@@ -518,6 +543,9 @@ class KafkaUserStatus(StatusModel):
         None, description="Fingerprint of the credentials last set in the cluster."
     )
     acls: int | None = Field(None, description="ACLs in place.")
+    quotas: dict[str, float] | None = Field(
+        None, description="Client quotas in place, by Kafka's names."
+    )
 
 
 Kind = Literal["KafkaCluster", "Topic", "KafkaUser"]

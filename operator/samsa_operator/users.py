@@ -1,6 +1,6 @@
 """A KafkaUser, pure: its principal, its Secret's data (a generated SCRAM password, or a
-client certificate from the clients CA), and the ACLs to create and delete so the cluster
-holds exactly the ones its spec declares.
+client certificate from the clients CA), and the ACLs to create and delete and the client
+quotas to set and remove so the cluster holds exactly the ones its spec declares.
 """
 
 from __future__ import annotations
@@ -87,6 +87,29 @@ def plan_acls(desired: Iterable[Acl], current: Iterable[Acl]) -> AclPlan:
 
 def principal(username: str, spec: KafkaUserSpec) -> str:
     return security.user_principal(username, spec.authentication.type)
+
+
+def quota_entity(principal: str) -> str:
+    """The user entity a principal's quotas are kept under: its name, as Kafka's quota
+    callback takes it (`alice`, or a TLS user's `CN=bob`)."""
+    return principal.removeprefix("User:")
+
+
+def desired_quotas(spec: KafkaUserSpec) -> dict[str, float]:
+    """The spec's quotas by Kafka's names (the model's field names are Kafka's)."""
+    if spec.quotas is None:
+        return {}
+    return {k: float(v) for k, v in spec.quotas.model_dump().items() if v is not None}
+
+
+def plan_quotas(
+    desired: Mapping[str, float], current: Mapping[str, float]
+) -> dict[str, float | None]:
+    """The AlterClientQuotas operations that make `current` equal `desired`: a value to set,
+    or None to remove."""
+    plan: dict[str, float | None] = {k: v for k, v in desired.items() if current.get(k) != v}
+    plan.update({k: None for k in current.keys() - desired.keys()})
+    return plan
 
 
 def new_password() -> str:

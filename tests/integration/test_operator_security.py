@@ -15,11 +15,13 @@ import subprocess
 import sys
 import time
 from typing import Any
+from urllib.parse import quote
 
 import day2_scenarios as scenarios
 import pytest
 from cluster_support import LoadProducer, check_exactly_once, consume_all, create_topic
 from day2_support import Brokers, acked, apply, in_thread, starts, wait_ready, wait_status
+from kazoo.client import KazooClient
 from kube_support import CHART, OPERATOR_ENV, condition
 
 from samsa.local_cluster import ZooKeeperServer
@@ -45,17 +47,38 @@ def secured_cluster(zk_connect: str, brokers: int) -> dict[str, Any]:
     return body
 
 
-def user(name: str, kind: str, acls: list[dict[str, Any]]) -> dict[str, Any]:
+def user(
+    name: str, kind: str, acls: list[dict[str, Any]], quotas: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "clusterRef": NAME,
+        "authentication": {"type": kind},
+        "authorization": {"acls": acls},
+    }
+    if quotas is not None:
+        spec["quotas"] = quotas
     return {
         "apiVersion": "kafka.samsa.dev/v1alpha1",
         "kind": "KafkaUser",
         "metadata": {"name": name},
-        "spec": {
-            "clusterRef": NAME,
-            "authentication": {"type": kind},
-            "authorization": {"acls": acls},
-        },
+        "spec": spec,
     }
+
+
+def stored_quotas(zookeeper: ZooKeeperServer, entity: str) -> dict[str, str]:
+    """A user entity's quotas where Kafka keeps them and `kafka-configs` reads them:
+    /config/users/<entity, URL-encoded> (which also holds its SCRAM credentials)."""
+    zk = KazooClient(hosts=zookeeper.connect_string, timeout=10)
+    zk.start(timeout=10)
+    try:
+        if not zk.exists(f"/config/users/{quote(entity, safe='')}"):
+            return {}
+        data, _ = zk.get(f"/config/users/{quote(entity, safe='')}")
+    finally:
+        zk.stop()
+        zk.close()
+    config = json.loads(data)["config"]
+    return {k: v for k, v in config.items() if not k.startswith("SCRAM-")}
 
 
 # Produces 50 records to a topic it creates and reads them back in group g, or says why it
@@ -213,10 +236,19 @@ async def test_a_kafka_user_connects_over_sasl_ssl_and_is_refused_once_deleted(
         {"resource": {"type": "topic", "name": "secured"}, "operations": ["All"]},
         {"resource": {"type": "group", "name": "g"}, "operations": ["Read"]},
     ]
-    await apply(kube, json.dumps(user("alice", "scram-sha-512", acls)))
+    quotas = {"producerByteRate": 1048576, "consumerByteRate": 2097152}
+    await apply(kube, json.dumps(user("alice", "scram-sha-512", acls, quotas)))
     found = await ready_user(kube, "alice")
     assert found["status"]["username"] == "User:alice"
     assert found["status"]["acls"] == 2
+    assert found["status"]["quotas"] == {
+        "producer_byte_rate": 1048576,
+        "consumer_byte_rate": 2097152,
+    }
+    assert stored_quotas(zookeeper, "alice") == {
+        "producer_byte_rate": "1048576",
+        "consumer_byte_rate": "2097152",
+    }
     creds = await secret(kube, "alice")
     bootstrap = f"{NAME}-kafka-bootstrap.{kube.name}.svc:{SCRAM_PORT}"
     conf = {
@@ -239,9 +271,20 @@ async def test_a_kafka_user_connects_over_sasl_ssl_and_is_refused_once_deleted(
             "operations": ["Read"],
         },
     ]
-    await apply(kube, json.dumps(user("bob", "tls", reader_acls)))
+    await apply(kube, json.dumps(user("bob", "tls", reader_acls, {"requestPercentage": 40})))
     found = await ready_user(kube, "bob")
     assert found["status"]["username"] == "User:CN=bob"
+    assert stored_quotas(zookeeper, "CN=bob") == {"request_percentage": "40.0"}
+    # A quota taken out of the spec is taken out of the cluster, and out of the status.
+    await apply(kube, json.dumps(user("alice", "scram-sha-512", acls, {"consumerByteRate": 4096})))
+
+    async def alice_quotas() -> dict[str, Any] | None:
+        found = await kube.maybe_get("kafkauser", "alice")
+        status = (found or {}).get("status") or {}
+        return status if status.get("quotas") == {"consumer_byte_rate": 4096} else None
+
+    await eventually(alice_quotas, 60, "alice's quotas changed")
+    assert stored_quotas(zookeeper, "alice") == {"consumer_byte_rate": "4096"}
     bob = await secret(kube, "bob")
     tls_conf = {
         "bootstrap.servers": f"{NAME}-kafka-bootstrap.{kube.name}.svc:{MTLS_PORT}",
@@ -254,6 +297,7 @@ async def test_a_kafka_user_connects_over_sasl_ssl_and_is_refused_once_deleted(
 
     await kube.kubectl("delete", "kafkauser", "alice", "bob", "--timeout=90s", within=120)
     assert await kube.maybe_get("secret", "alice") is None
+    assert stored_quotas(zookeeper, "alice") == {} and stored_quotas(zookeeper, "CN=bob") == {}
     refused = await client(kube, conf, "refused", "secured")
     assert refused["connected"] is False and refused["authentication"], refused
 
