@@ -158,6 +158,10 @@ CNI_NETWORK = "samsa-pods"
 # What the kubelet writes on the host at start (setupKernelTunables): saved before and
 # written back after, as the machine is shared.
 KUBELET_HOST_SYSCTLS = ("vm.overcommit_memory", "kernel.panic", "kernel.panic_on_oops")
+# What the nodes need of the host, written by `up`, saved and written back in the same way:
+# a packet from a pod on one node to a pod on another (a Service's DNAT, CoreDNS) is routed
+# through the host's bridge, which a machine that does not forward drops.
+NODES_HOST_SYSCTLS = {"net.ipv4.ip_forward": "1"}
 
 
 # -- containerd and CNI ---------------------------------------------------------------------

@@ -132,11 +132,12 @@ class RealNodes:
         self.folder.mkdir(parents=True, exist_ok=True)
         (self.folder / "logs").mkdir(exist_ok=True)
         self.state = NodesState(count=self.count)
-        self.state.sysctls = {
-            name: _sysctl_path(name).read_text().strip() for name in nodeconfig.KUBELET_HOST_SYSCTLS
-        }
+        saved = [*nodeconfig.KUBELET_HOST_SYSCTLS, *nodeconfig.NODES_HOST_SYSCTLS]
+        self.state.sysctls = {name: _sysctl_path(name).read_text().strip() for name in saved}
         self.state.made = [p for p in nodeconfig.HOST_FOLDERS if not Path(p).exists()]
         self.save_state()
+        for name, value in nodeconfig.NODES_HOST_SYSCTLS.items():
+            _sysctl_path(name).write_text(value)
         for command in nodeconfig.network_up(self.nodes):
             _run(command)
         server = f"https://{nodeconfig.HOST_IP}:{server_port}"
