@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime
 import hashlib
+import ipaddress
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -113,11 +114,12 @@ def issue(
     subject: x509.Name,
     now: datetime.datetime,
     days: int,
-    dns_names: Sequence[str] = (),
+    names: Sequence[str] = (),
     *,
     server: bool = True,
 ) -> KeyPair:
-    """A certificate signed by `ca`, for a server (its DNS names as SANs) and a client."""
+    """A certificate signed by `ca`, for a server (its DNS names and IP addresses as SANs)
+    and a client."""
     key = _key()
     issuer = ca.certificate
     usages = [ExtendedKeyUsageOID.CLIENT_AUTH]
@@ -138,9 +140,9 @@ def issue(
             critical=False,
         )
     )
-    if dns_names:
+    if names:
         builder = builder.add_extension(
-            x509.SubjectAlternativeName([x509.DNSName(n) for n in dns_names]), critical=False
+            x509.SubjectAlternativeName([_general_name(n) for n in names]), critical=False
         )
     cert = builder.sign(_load_key(ca.key), hashes.SHA256())
     return KeyPair(_pem_key(key), cert.public_bytes(serialization.Encoding.PEM).decode())
@@ -165,13 +167,42 @@ def signed_by(cert_pem: str, ca: KeyPair) -> bool:
     return True
 
 
-def dns_names(cert_pem: str) -> list[str]:
+def _general_name(name: str) -> x509.GeneralName:
+    """An address as a SAN: an IP address entry for an IP (a client connecting to a node's
+    address checks that), a DNS name otherwise."""
+    try:
+        return x509.IPAddress(ipaddress.ip_address(name))
+    except ValueError:
+        return x509.DNSName(name)
+
+
+def san_names(cert_pem: str) -> list[str]:
+    """The certificate's SANs, DNS names and IP addresses, as `issue` was given them."""
     cert = x509.load_pem_x509_certificate(cert_pem.encode())
     try:
         san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     except x509.ExtensionNotFound:
         return []
-    return list(san.get_values_for_type(x509.DNSName))
+    ips = [str(ip) for ip in san.get_values_for_type(x509.IPAddress)]
+    return list(san.get_values_for_type(x509.DNSName)) + ips
+
+
+def problem(pair: KeyPair, now: datetime.datetime) -> str | None:
+    """What is wrong with a key pair given by a user, or None: the PEM unreadable, a key that
+    is not the certificate's, or a certificate out of its validity."""
+    try:
+        cert = pair.certificate
+        key = serialization.load_pem_private_key(pair.key.encode(), password=None)
+    except (ValueError, TypeError) as exc:
+        return f"not a PEM certificate and unencrypted key ({exc})"
+    spki = serialization.PublicFormat.SubjectPublicKeyInfo
+    der = serialization.Encoding.DER
+    if key.public_key().public_bytes(der, spki) != cert.public_key().public_bytes(der, spki):
+        return "the key is not the certificate's"
+    if not cert.not_valid_before_utc <= now <= cert.not_valid_after_utc:
+        start, end = cert.not_valid_before_utc, cert.not_valid_after_utc
+        return f"the certificate is valid from {start} to {end}"
+    return None
 
 
 def expiry(cert_pem: str) -> datetime.datetime:

@@ -19,16 +19,17 @@ from samsa_operator import models
 # Fields whose value is a free-form Kubernetes structure (affinity, tolerations...).
 _FREE_FORM = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
 
+_NODE_PORT_BASE = {
+    "rule": "self.type != 'NodePort' || has(self.nodePortBase)",
+    "message": "a NodePort external listener needs nodePortBase",
+}
+
 # CEL rules, by JSON path of the node they sit on (the schema can say these; the rest is
 # checked by the operator, which reports through the Ready condition).
 _RULES: dict[str, dict[str, list[dict[str, str]]]] = {
     "KafkaCluster": {
-        "spec.listeners.external": [
-            {
-                "rule": "self.type != 'NodePort' || has(self.nodePortBase)",
-                "message": "a NodePort external listener needs nodePortBase",
-            }
-        ],
+        "spec.listeners.external": [dict(_NODE_PORT_BASE)],
+        "spec.listeners.clients[].external": [dict(_NODE_PORT_BASE)],
     },
     "Topic": {
         "spec.topicName": [{"rule": "self == oldSelf", "message": "topicName is immutable"}],
@@ -200,9 +201,12 @@ def structural(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 def _place(root: dict[str, Any], path: str, key: str, value: Any) -> None:
+    """Set `key` on the schema node at `path`; `name[]` is each item of the list `name`."""
     node = root
     for part in path.split("."):
-        node = node["properties"][part]
+        node = node["properties"][part.removesuffix("[]")]
+        if part.endswith("[]"):
+            node = node["items"]
     node[key] = value
 
 

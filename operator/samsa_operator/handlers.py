@@ -228,6 +228,14 @@ async def reconcile_cluster(body: kopf.Body, logger: Log) -> None:
         except KubeError as exc:
             await refuse("KafkaCluster", namespace, name, generation, "KubernetesError", str(exc))
             raise kopf.TemporaryError(str(exc), delay=SETTINGS.resync_seconds) from None
+        except security.PkiError as exc:
+            # Nothing running is touched; looked at again at the next resync, as a Secret
+            # it waits for may be made at any time.
+            logger.warning(f"certificate: {exc}")
+            await refuse(
+                "KafkaCluster", namespace, name, generation, "InvalidCertificate", str(exc)
+            )
+            raise kopf.TemporaryError(str(exc), delay=SETTINGS.resync_seconds) from None
         # The Secrets first: the brokers' pods mount them.
         wanted = secrets + resources.children(cluster)
         try:
@@ -383,7 +391,8 @@ async def force_renew_asked(body: Any) -> bool:
 async def plan_pki(cluster: resources.Cluster, renew: bool = False) -> security.Pki:
     """The cluster's PKI from its Secrets: kept, completed or renewed (`security.plan_pki`)."""
     existing = {}
-    for secret in security.secret_names(cluster.name):
+    own = [c.secret_name for c in security.listener_certificates(cluster.spec).values()]
+    for secret in [*security.secret_names(cluster.name), *own]:
         found = await state().kube.get("v1", "Secret", cluster.namespace, secret)
         if found is not None:
             existing[secret] = security.decode(found.get("data"))

@@ -149,6 +149,31 @@ class ExternalListener(Model):
         description="Address each broker advertises to external clients; {id} is its broker id."
     )
 
+    def address(self, broker_id: int) -> tuple[str, int]:
+        """The host and port broker `broker_id` advertises on this listener."""
+        host = self.advertised_host_template.replace("{id}", str(broker_id))
+        if self.type == "NodePort":
+            assert self.node_port_base is not None  # the schema and the validator require it
+            return host, self.node_port_base + broker_id
+        return host, self.port
+
+    @model_validator(mode="after")
+    def _node_port_needs_its_base(self) -> ExternalListener:
+        if self.type == "NodePort" and self.node_port_base is None:
+            raise ValueError("a NodePort external listener needs nodePortBase")
+        return self
+
+
+class ListenerCertificate(Model):
+    """A certificate of your own for a TLS listener (from cert-manager, or your company's or
+    a public CA), in a Secret of the cluster's namespace."""
+
+    secret_name: str = Field(min_length=1, description="The Secret that holds it.")
+    certificate: str = Field(
+        "tls.crt", min_length=1, description="Its key for the certificate (and chain), PEM."
+    )
+    key: str = Field("tls.key", min_length=1, description="Its key for the private key, PEM.")
+
 
 class ClientListener(Model):
     name: str = Field(
@@ -161,6 +186,17 @@ class ClientListener(Model):
         "none",
         description="How clients authenticate: none, SCRAM-SHA-512 (SASL) or a client "
         "certificate from the clients CA (tls, which needs type tls).",
+    )
+    certificate: ListenerCertificate | None = Field(
+        None,
+        description="The certificate every broker serves on this TLS listener, instead of "
+        "one from the cluster CA; it must name the addresses clients use.",
+    )
+    external: ExternalListener | None = Field(
+        None,
+        description="Serve this listener to clients outside Kubernetes: each broker advertises "
+        "its external address on it (in the brokers' certificates for type tls), reached "
+        "through a Service of this type per broker.",
     )
 
     @property
@@ -175,7 +211,14 @@ class Listeners(Model):
     internal_port: int = Field(
         9092, ge=1, le=65535, description="Port of the plain listener inside Kubernetes."
     )
-    external: ExternalListener | None = None
+    plain: bool = Field(
+        True,
+        description="false: no plain listener at all (internalPort unused); clients use "
+        "listeners.clients, brokers replicate over TLS (needs interBroker: tls).",
+    )
+    external: ExternalListener | None = Field(
+        None, description="A plain listener for clients outside Kubernetes."
+    )
     clients: list[ClientListener] = Field(
         default_factory=list,
         max_length=8,
@@ -196,11 +239,21 @@ class Listeners(Model):
         }
         if self.external is not None:
             taken[self.internal_port + 2] = "the external listener"
+        if not self.plain:
+            del taken[self.internal_port]
+            if self.inter_broker != "tls":
+                raise ValueError("plain: false needs interBroker: tls")
+            if self.external is not None:
+                raise ValueError("plain: false leaves no plain listener for external")
+            if not self.clients:
+                raise ValueError("plain: false needs a listener in clients")
         names: set[str] = set()
         for i, listener in enumerate(self.clients):
             where = f"clients[{i}] ({listener.name})"
             if listener.authentication == "tls" and listener.type != "tls":
                 raise ValueError(f"{where}: authentication tls needs type tls")
+            if listener.certificate is not None and listener.type != "tls":
+                raise ValueError(f"{where}: a certificate needs type tls")
             if listener.name in RESERVED_LISTENER_NAMES or listener.name in names:
                 raise ValueError(f"{where}: the name is taken")
             if listener.port in taken:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from samsa_operator import security
-from samsa_operator.models import REPLICATION_PORT, KafkaClusterSpec, ZooKeeper
+from samsa_operator.models import REPLICATION_PORT, ExternalListener, KafkaClusterSpec, ZooKeeper
 
 Obj = dict[str, Any]
 
@@ -82,12 +82,11 @@ class Cluster:
     def bootstrap(self) -> str:
         return f"{self.name}-kafka-bootstrap"
 
-    @property
-    def external_bootstrap(self) -> str:
-        return f"{self.name}-kafka-external-bootstrap"
+    def exposure_bootstrap(self, listener: str) -> str:
+        return f"{self.name}-kafka-{listener}-bootstrap"
 
-    def external_service(self, broker_id: int) -> str:
-        return f"{self.name}-kafka-external-{broker_id}"
+    def exposure_service(self, listener: str, broker_id: int) -> str:
+        return f"{self.name}-kafka-{listener}-{broker_id}"
 
     @property
     def broker_config(self) -> str:
@@ -120,7 +119,10 @@ class Cluster:
         return self.spec.listeners.internal_port
 
     @property
-    def bootstrap_servers(self) -> str:
+    def bootstrap_servers(self) -> str | None:
+        """The plain listener's bootstrap address; None when it is off."""
+        if not self.spec.listeners.plain:
+            return None
         return f"{self.bootstrap}.{self.namespace}.svc:{self.internal_port}"
 
     def broker_pod(self, broker_id: int) -> str:
@@ -129,20 +131,25 @@ class Cluster:
     def broker_host(self, broker_id: int) -> str:
         return f"{self.broker_pod(broker_id)}.{self.broker_headless}.{self.namespace}.svc"
 
+    @property
+    def exposures(self) -> list[Exposure]:
+        """The listeners served outside Kubernetes: the plain `external`, and each of
+        `clients` with an `external`."""
+        listeners = self.spec.listeners
+        found = [Exposure("external", "external", listeners.external)] if listeners.external else []
+        found += [Exposure(c.name, c.name, c.external) for c in listeners.clients if c.external]
+        return found
+
     def external_address(self, broker_id: int) -> tuple[str, int] | None:
         ext = self.spec.listeners.external
+        return None if ext is None else ext.address(broker_id)
+
+    def external_bootstrap_servers(self, ext: ExternalListener | None) -> str | None:
+        """Every broker's external address: any of them bootstraps a client."""
         if ext is None:
             return None
-        host = ext.advertised_host_template.replace("{id}", str(broker_id))
-        if ext.type == "NodePort":
-            assert ext.node_port_base is not None  # the schema and the model require it
-            return host, ext.node_port_base + broker_id
-        return host, ext.port
-
-    @property
-    def external_bootstrap_servers(self) -> str | None:
-        addresses = [self.external_address(i) for i in range(self.broker_count)]
-        return ",".join(f"{a[0]}:{a[1]}" for a in addresses if a) or None
+        addresses = [ext.address(i) for i in range(self.broker_count)]
+        return ",".join(f"{host}:{port}" for host, port in addresses)
 
     def labels(self, component: str) -> dict[str, str]:
         return {
@@ -183,6 +190,16 @@ def render_value(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
+
+
+@dataclass(frozen=True)
+class Exposure:
+    """A listener served outside Kubernetes: its Services' names are
+    `<cluster>-kafka-<name>-<id>`, they forward to the broker container's port `target`."""
+
+    name: str
+    target: str
+    spec: ExternalListener
 
 
 def broker_properties(cluster: Cluster, broker_id: int) -> dict[str, str]:
@@ -532,10 +549,8 @@ def broker_statefulset(cluster: Cluster) -> Obj:
                 "prometheus.io/path": "/metrics",
             }
         )
-    ports: list[Obj] = [
-        {"name": "kafka", "containerPort": port},
-        {"name": "http", "containerPort": HTTP_PORT},
-    ]
+    ports: list[Obj] = [{"name": "kafka", "containerPort": port}] if spec.listeners.plain else []
+    ports.append({"name": "http", "containerPort": HTTP_PORT})
     if spec.listeners.external is not None:
         ports.append({"name": "external", "containerPort": external_container_port(cluster)})
     ports += [{"name": n, "containerPort": p} for n, p in listener_ports(cluster)]
@@ -646,7 +661,9 @@ def broker_configmap(cluster: Cluster) -> Obj:
 def broker_children(cluster: Cluster) -> list[Obj]:
     c = "kafka"
     port = cluster.internal_port
-    kafka_port = [{"name": "kafka", "port": port, "targetPort": "kafka"}]
+    kafka_port: list[Obj] = []
+    if cluster.spec.listeners.plain:
+        kafka_port.append({"name": "kafka", "port": port, "targetPort": "kafka"})
     kafka_port += [{"name": n, "port": p, "targetPort": n} for n, p in listener_ports(cluster)]
     headless_ports = [*kafka_port, {"name": "http", "port": HTTP_PORT, "targetPort": "http"}]
     children = [
@@ -665,7 +682,8 @@ def broker_children(cluster: Cluster) -> list[Obj]:
 def network_policy(cluster: Cluster) -> Obj:
     """Only the brokers' ports are open; the replication listener only to the brokers and
     the operator."""
-    open_ports = [cluster.internal_port, HTTP_PORT]
+    open_ports = [cluster.internal_port] if cluster.spec.listeners.plain else []
+    open_ports.append(HTTP_PORT)
     if cluster.spec.listeners.external is not None:
         open_ports.append(external_container_port(cluster))
     open_ports += [p for n, p in listener_ports(cluster) if n != "replication"]
@@ -712,46 +730,49 @@ def pki_secrets(cluster: Cluster, pki: security.Pki) -> list[Obj]:
 
 
 def external_services(cluster: Cluster) -> list[Obj]:
-    ext = cluster.spec.listeners.external
-    if ext is None:
-        return []
+    """Per external listener: a Service of its type per broker, and for LoadBalancers one
+    for bootstrapping."""
     c = "kafka"
-    target = "external"
     out = []
-    for i in range(cluster.broker_count):
-        address = cluster.external_address(i)
-        assert address is not None
-        port: Obj = {"name": "external", "port": address[1], "targetPort": target}
-        if ext.type == "NodePort":
-            port["nodePort"] = address[1]
-        selector = {
-            **cluster.selector(c),
-            "statefulset.kubernetes.io/pod-name": cluster.broker_pod(i),
-        }
-        svc = _service(
-            cluster,
-            cluster.external_service(i),
-            c,
-            [port],
-            selector=selector,
-            service_type=ext.type,
-        )
-        if ext.type == "LoadBalancer":
-            # The balancer sends only to the node that runs the broker (its health check
-            # says which), and the broker sees the client's address.
-            svc["spec"]["externalTrafficPolicy"] = "Local"
-        # A NodePort keeps the default, Cluster: every node forwards the port to the broker,
-        # wherever its pod runs. The advertised host is fixed before the pod is scheduled;
-        # with Local, only the broker's own node would answer, and a client told another
-        # node's address would never connect.
-        out.append(svc)
-    if ext.type == "LoadBalancer":  # with NodePorts, any broker's address bootstraps
-        bootstrap_port: Obj = {"name": "external", "port": ext.port, "targetPort": target}
-        out.append(
-            _service(
-                cluster, cluster.external_bootstrap, c, [bootstrap_port], service_type=ext.type
+    for exposure in cluster.exposures:
+        ext, target = exposure.spec, exposure.target
+        for i in range(cluster.broker_count):
+            address = ext.address(i)
+            port: Obj = {"name": target, "port": address[1], "targetPort": target}
+            if ext.type == "NodePort":
+                port["nodePort"] = address[1]
+            selector = {
+                **cluster.selector(c),
+                "statefulset.kubernetes.io/pod-name": cluster.broker_pod(i),
+            }
+            svc = _service(
+                cluster,
+                cluster.exposure_service(exposure.name, i),
+                c,
+                [port],
+                selector=selector,
+                service_type=ext.type,
             )
-        )
+            if ext.type == "LoadBalancer":
+                # The balancer sends only to the node that runs the broker (its health check
+                # says which), and the broker sees the client's address.
+                svc["spec"]["externalTrafficPolicy"] = "Local"
+            # A NodePort keeps the default, Cluster: every node forwards the port to the
+            # broker, wherever its pod runs. The advertised host is fixed before the pod is
+            # scheduled; with Local, only the broker's own node would answer, and a client
+            # told another node's address would never connect.
+            out.append(svc)
+        if ext.type == "LoadBalancer":  # with NodePorts, any broker's address bootstraps
+            bootstrap_port: Obj = {"name": target, "port": ext.port, "targetPort": target}
+            out.append(
+                _service(
+                    cluster,
+                    cluster.exposure_bootstrap(exposure.name),
+                    c,
+                    [bootstrap_port],
+                    service_type=ext.type,
+                )
+            )
     return out
 
 

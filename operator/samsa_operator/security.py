@@ -10,6 +10,9 @@ Secrets that hold it, the security properties of each broker, and the principals
 - The brokers' certificates are renewed together, `renewalDays` before they expire; the
   rotation fingerprint goes into the pod template, so a renewal rolls every broker through
   the day-2 rolling restart.
+- A TLS listener may serve a certificate of the user's own instead (cert-manager's, a
+  company's or a public CA's), from a Secret the user keeps: copied into the brokers'
+  Secret, and rolled out like a renewal when it is replaced.
 """
 
 from __future__ import annotations
@@ -17,12 +20,12 @@ from __future__ import annotations
 import base64
 import datetime
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from samsa_operator import certs
 from samsa_operator.certs import KeyPair
-from samsa_operator.models import REPLICATION_PORT, KafkaClusterSpec
+from samsa_operator.models import REPLICATION_PORT, KafkaClusterSpec, ListenerCertificate
 
 if TYPE_CHECKING:
     from samsa_operator.resources import Cluster
@@ -109,22 +112,56 @@ def user_principal(username: str, authentication: str) -> str:
 # -- the PKI ----------------------------------------------------------------------------------
 
 
+class PkiError(ValueError):
+    """A certificate the user gave that the brokers cannot serve; the message says which."""
+
+
 @dataclass(frozen=True)
 class Pki:
     cluster_ca: KeyPair
     clients_ca: KeyPair
     brokers: dict[int, KeyPair]
     operator: KeyPair
+    # Listener name -> the certificate of the user's own that its brokers serve.
+    listeners: dict[str, KeyPair] = field(default_factory=dict)
 
     @property
     def rotation(self) -> str:
-        """Changes when the brokers must restart to serve new certificates: a CA renewed, or
-        the brokers' certificates renewed (together; a new broker's first one is no change)."""
+        """Changes when the brokers must restart to serve new certificates: a CA renewed,
+        the brokers' certificates renewed (together; a new broker's first one is no change),
+        or a listener's own certificate replaced."""
         issued = min(
             (kp.certificate.not_valid_before_utc for kp in self.brokers.values()),
             default=None,
         )
-        return certs.fingerprint(self.cluster_ca.cert, self.clients_ca.cert, str(issued))
+        own = [kp.keystore for _, kp in sorted(self.listeners.items())]
+        return certs.fingerprint(self.cluster_ca.cert, self.clients_ca.cert, str(issued), *own)
+
+
+def listener_certificates(spec: KafkaClusterSpec) -> dict[str, ListenerCertificate]:
+    """Listener name -> where its own certificate is, for the listeners that have one."""
+    return {c.name: c.certificate for c in spec.listeners.clients if c.certificate}
+
+
+def listener_keystore(listener: str) -> str:
+    return f"listener-{listener}.pem"
+
+
+def _own_certificate(
+    listener: str, where: ListenerCertificate, existing: Mapping[str, Data], now: datetime.datetime
+) -> KeyPair:
+    data = existing.get(where.secret_name)
+    said = f"listener {listener}: Secret {where.secret_name}"
+    if data is None:
+        raise PkiError(f"{said} not found")
+    missing = [k for k in (where.certificate, where.key) if not data.get(k)]
+    if missing:
+        raise PkiError(f"{said} has no {' or '.join(missing)}")
+    pair = KeyPair(data[where.key], data[where.certificate])
+    wrong = certs.problem(pair, now)
+    if wrong is not None:
+        raise PkiError(f"{said}: {wrong}")
+    return pair
 
 
 def _pair(data: Data | None, key: str, cert: str) -> KeyPair | None:
@@ -149,7 +186,7 @@ def _ca(existing: KeyPair | None, cn: str, now: datetime.datetime, spec: Any) ->
     return existing
 
 
-def broker_dns_names(cluster: Cluster, broker_id: int) -> list[str]:
+def broker_san_names(cluster: Cluster, broker_id: int) -> list[str]:
     ns = cluster.namespace
     pod = cluster.broker_pod(broker_id)
     names = [
@@ -164,6 +201,13 @@ def broker_dns_names(cluster: Cluster, broker_id: int) -> list[str]:
     external = cluster.external_address(broker_id)
     if external is not None and not external[0].replace(".", "").isdigit():
         names.append(external[0])
+    # A TLS listener served outside: clients check the address they were told, a node's IP
+    # address as much as a name.
+    for c in cluster.spec.listeners.clients:
+        if c.external is not None and c.type == "tls":
+            host = c.external.address(broker_id)[0]
+            if host not in names:
+                names.append(host)
     return names
 
 
@@ -172,7 +216,8 @@ def plan_pki(
 ) -> Pki:
     """The cluster's PKI: what the Secrets hold, kept; what is missing, due for renewal or
     no longer fitting (SANs, signer), issued anew. `renew`: the brokers' certificates are
-    renewed now (the force-renew annotation)."""
+    renewed now (the force-renew annotation). The listeners' own certificates are taken from
+    their Secrets in `existing`, or a PkiError says why they cannot be."""
     name, spec = cluster.name, cluster.spec.certificates
     cluster_ca = _ca(
         _pair(existing.get(cluster_ca_secret(name)), "ca.key", "ca.crt"),
@@ -193,7 +238,7 @@ def plan_pki(
         return (
             kp is not None
             and certs.signed_by(kp.cert, cluster_ca)
-            and sorted(certs.dns_names(kp.cert)) == sorted(broker_dns_names(cluster, i))
+            and sorted(certs.san_names(kp.cert)) == sorted(broker_san_names(cluster, i))
         )
 
     renew_all = renew or any(
@@ -203,7 +248,7 @@ def plan_pki(
     for i, kp in current.items():
         if renew_all or kp is None or not fits(i, kp):
             kp = certs.issue(
-                cluster_ca, broker_name(name), now, spec.validity_days, broker_dns_names(cluster, i)
+                cluster_ca, broker_name(name), now, spec.validity_days, broker_san_names(cluster, i)
             )
         brokers[i] = kp
     operator = _pair(existing.get(operator_certs_secret(name)), "tls.key", "tls.crt")
@@ -213,13 +258,18 @@ def plan_pki(
         or certs.due(operator.cert, now, spec.renewal_days)
     ):
         operator = certs.issue(cluster_ca, operator_name(), now, spec.validity_days, server=False)
-    return Pki(cluster_ca, clients_ca, brokers, operator)
+    own = {
+        listener: _own_certificate(listener, where, existing, now)
+        for listener, where in listener_certificates(cluster.spec).items()
+    }
+    return Pki(cluster_ca, clients_ca, brokers, operator, own)
 
 
 def secret_data(cluster: Cluster, pki: Pki) -> dict[str, dict[str, str]]:
     """Secret name -> its data (text), for every Secret of the cluster's PKI."""
     name = cluster.name
     brokers = {f"broker-{i}.pem": kp.keystore for i, kp in sorted(pki.brokers.items())}
+    brokers |= {listener_keystore(n): kp.keystore for n, kp in sorted(pki.listeners.items())}
     return {
         cluster_ca_secret(name): {"ca.key": pki.cluster_ca.key, "ca.crt": pki.cluster_ca.cert},
         cluster_ca_cert_secret(name): {"ca.crt": pki.cluster_ca.cert},
@@ -257,15 +307,20 @@ def listener_properties(cluster: Cluster, broker_id: int, pod_ip: str) -> dict[s
     listeners = spec.listeners
     host = cluster.broker_host(broker_id)
     first = "INTERNAL" if listeners.external is not None else "PLAINTEXT"
-    bound = [(first, pod_ip, cluster.internal_port, "PLAINTEXT", pod_ip)]
-    bound.append((REPLICATION, pod_ip, REPLICATION_PORT, "SSL", host))
+    # (name, port, protocol, advertised host:port)
+    bound = [(first, cluster.internal_port, "PLAINTEXT", f"{pod_ip}:{cluster.internal_port}")]
+    if not listeners.plain:
+        bound.clear()
+    bound.append((REPLICATION, REPLICATION_PORT, "SSL", f"{host}:{REPLICATION_PORT}"))
     for c in listeners.clients:
-        advertised = host if c.type == "tls" else pod_ip
-        bound.append((c.name.upper(), pod_ip, c.port, c.security_protocol, advertised))
+        advertised = f"{host if c.type == 'tls' else pod_ip}:{c.port}"
+        if c.external is not None:
+            advertised = "{}:{}".format(*c.external.address(broker_id))
+        bound.append((c.name.upper(), c.port, c.security_protocol, advertised))
     props: dict[str, str] = {}
-    listen = [f"{n}://{ip}:{port}" for n, ip, port, _, _ in bound]
-    advertise = [f"{n}://{adv}:{port}" for n, _, port, _, adv in bound]
-    protocols = [f"{n}:{proto}" for n, _, _, proto, _ in bound]
+    listen = [f"{n}://{pod_ip}:{port}" for n, port, _, _ in bound]
+    advertise = [f"{n}://{adv}" for n, _, _, adv in bound]
+    protocols = [f"{n}:{proto}" for n, _, proto, _ in bound]
     external = cluster.external_address(broker_id)
     if external is not None:
         from samsa_operator.resources import external_container_port
@@ -285,6 +340,10 @@ def listener_properties(cluster: Cluster, broker_id: int, pod_ip: str) -> dict[s
     mechanisms = False
     for c in listeners.clients:
         prefix = f"listener.name.{c.name}."
+        if c.certificate is not None:
+            props[prefix + "ssl.keystore.location"] = (
+                f"{TLS_PLACEHOLDER}/{listener_keystore(c.name)}"
+            )
         if c.authentication == "tls":
             props[prefix + "ssl.client.auth"] = "required"
             props[prefix + "ssl.truststore.location"] = f"{TLS_PLACEHOLDER}/clients-ca.crt"

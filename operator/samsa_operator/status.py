@@ -112,9 +112,11 @@ def cluster_status(
         "observedGeneration": generation,
         "bootstrapServers": {
             "internal": cluster.bootstrap_servers,
-            "external": cluster.external_bootstrap_servers,
+            "external": cluster.external_bootstrap_servers(spec.listeners.external),
+            # An external listener's address is outside: its brokers advertise nothing else.
             "listeners": {
-                c.name: f"{cluster.bootstrap}.{cluster.namespace}.svc:{c.port}"
+                c.name: cluster.external_bootstrap_servers(c.external)
+                or f"{cluster.bootstrap}.{cluster.namespace}.svc:{c.port}"
                 for c in spec.listeners.clients
             },
         },

@@ -271,7 +271,10 @@ def test_external_services_reach_one_broker_each() -> None:
         # Every node forwards the port, not only the broker's: the advertised node need not
         # be the one its pod runs on.
         assert "externalTrafficPolicy" not in svc
-    assert c.external_bootstrap_servers == "node-0.example.com:31000,node-1.example.com:31001"
+    assert (
+        c.external_bootstrap_servers(c.spec.listeners.external)
+        == "node-0.example.com:31000,node-1.example.com:31001"
+    )
 
 
 def test_load_balancers_send_to_the_brokers_node_only() -> None:

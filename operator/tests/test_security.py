@@ -266,6 +266,189 @@ def test_pki_serves_the_brokers_names_and_authenticates_the_operator() -> None:
         handshake(broker, ca, pki.clients_ca.cert, "c-kafka-bootstrap", operator)
 
 
+# Two listeners served outside only, through NodePorts, and no plain listener at all.
+OUTSIDE: dict[str, Any] = {
+    "plain": False,
+    "clients": [
+        {
+            "name": "scram",
+            "port": 9093,
+            "type": "tls",
+            "authentication": "scram-sha-512",
+            "external": {
+                "type": "NodePort",
+                "nodePortBase": 31100,
+                "advertisedHostTemplate": "172.30.0.1{id}",
+            },
+        },
+        {
+            "name": "mtls",
+            "port": 9094,
+            "type": "tls",
+            "authentication": "tls",
+            "external": {
+                "type": "LoadBalancer",
+                "port": 9443,
+                "advertisedHostTemplate": "kafka-{id}.example.com",
+            },
+        },
+    ],
+    "interBroker": "tls",
+}
+
+
+def test_listeners_served_outside_advertise_their_addresses_with_no_plain_listener() -> None:
+    c = secured({"listeners": OUTSIDE})
+    props = started(c, 1)
+    assert props["listeners"] == (
+        "REPLICATION://10.0.0.7:9091,SCRAM://10.0.0.7:9093,MTLS://10.0.0.7:9094"
+    )
+    assert props["advertised.listeners"] == (
+        "REPLICATION://c-kafka-1.c-kafka-brokers.ns1.svc:9091,"
+        "SCRAM://172.30.0.11:31101,MTLS://kafka-1.example.com:9443"
+    )
+    assert props["listener.security.protocol.map"] == "REPLICATION:SSL,SCRAM:SASL_SSL,MTLS:SSL"
+    assert props["inter.broker.listener.name"] == "REPLICATION"
+    assert KafkaConfig(props).broker_id == 1  # the broker takes them
+
+    children = {(o["kind"], o["metadata"]["name"]): o for o in resources.children(c)}
+    scram = children[("Service", "c-kafka-scram-1")]["spec"]
+    assert scram["type"] == "NodePort"
+    assert scram["ports"] == [
+        {"name": "scram", "port": 31101, "targetPort": "scram", "nodePort": 31101}
+    ]
+    assert scram["selector"]["statefulset.kubernetes.io/pod-name"] == "c-kafka-1"
+    assert children[("Service", "c-kafka-mtls-bootstrap")]["spec"]["ports"] == [
+        {"name": "mtls", "port": 9443, "targetPort": "mtls"}
+    ]
+    assert ("Service", "c-kafka-scram-bootstrap") not in children  # any node port bootstraps
+    # Nothing plain: not in the pods, the Services or the network policy.
+    pod = children[("StatefulSet", "c-kafka")]["spec"]["template"]["spec"]
+    ports = {p["name"]: p["containerPort"] for p in pod["containers"][0]["ports"]}
+    assert ports == {"http": 9644, "replication": 9091, "scram": 9093, "mtls": 9094}
+    bootstrap = children[("Service", "c-kafka-bootstrap")]["spec"]["ports"]
+    assert 9092 not in {p["port"] for p in bootstrap}
+    [open_, _] = resources.network_policy(c)["spec"]["ingress"]
+    assert {p["port"] for p in open_["ports"]} == {9644, 9093, 9094}
+    assert c.bootstrap_servers is None
+    assert c.external_bootstrap_servers(c.spec.listeners.clients[0].external) == (
+        "172.30.0.10:31100,172.30.0.11:31101,172.30.0.12:31102"
+    )
+
+    # Clients outside check the address they were told: a node's IP, or the balancer's name.
+    pki = security.plan_pki(c, {}, NOW)
+    ca, broker, operator = pki.cluster_ca.cert, pki.brokers[1].keystore, pki.operator.keystore
+    for name in ("172.30.0.11", "kafka-1.example.com", "c-kafka-1.c-kafka-brokers.ns1.svc"):
+        assert handshake(broker, ca, ca, name, operator) == security.operator_principal()
+    for name in ("172.30.0.12", "kafka-2.example.com"):
+        with pytest.raises(ssl.SSLCertVerificationError):
+            handshake(broker, ca, ca, name, operator)
+    # Certificates issued before the listeners went outside no longer fit: issued anew.
+    before = security.plan_pki(secured(), {}, NOW)
+    again = security.plan_pki(c, data_of(secured(), before), NOW)
+    assert again.brokers[1] != before.brokers[1] and again.cluster_ca == before.cluster_ca
+
+
+@pytest.mark.parametrize(
+    ("listeners", "complaint"),
+    [
+        ({**OUTSIDE, "interBroker": "plain"}, "plain: false needs interBroker: tls"),
+        (
+            {**OUTSIDE, "external": {"type": "LoadBalancer", "advertisedHostTemplate": "x"}},
+            "plain: false leaves no plain listener for external",
+        ),
+        ({"plain": False, "interBroker": "tls"}, "plain: false needs a listener in clients"),
+        (
+            {
+                "clients": [
+                    {
+                        "name": "a",
+                        "port": 9093,
+                        "external": {"type": "NodePort", "advertisedHostTemplate": "x"},
+                    }
+                ]
+            },
+            "needs nodePortBase",
+        ),
+    ],
+)
+def test_outside_listener_specs_the_operator_refuses(
+    listeners: dict[str, Any], complaint: str
+) -> None:
+    with pytest.raises(models.SpecError, match=complaint):
+        models.parse_spec(models.KafkaClusterSpec, {"listeners": listeners})
+
+
+def own_certificate(
+    ca: certs.KeyPair, *names: str, issued: datetime.datetime = NOW
+) -> dict[str, str]:
+    """A Secret's data as cert-manager writes it: a server certificate from a CA of one's own,
+    valid for 30 days from `issued`."""
+    pair = certs.issue(ca, certs.name("kafka.example.com"), issued, 30, list(names))
+    return {"tls.crt": pair.cert, "tls.key": pair.key, "ca.crt": ca.cert}
+
+
+def test_a_listener_serves_a_certificate_of_ones_own_from_a_secret() -> None:
+    company = certs.new_ca("company-ca", NOW, 60)
+    listeners = {
+        **SECURED["listeners"],
+        "clients": [
+            {**SECURED["listeners"]["clients"][0], "certificate": {"secretName": "scram-tls"}},
+            *SECURED["listeners"]["clients"][1:],
+        ],
+    }
+    c = secured({"listeners": listeners})
+    names = ("*.c-kafka-brokers.ns1.svc", "c-kafka-bootstrap.ns1.svc")
+    secret = own_certificate(company, *names)
+    pki = security.plan_pki(c, {"scram-tls": secret}, NOW)
+    assert pki.listeners == {"scram": certs.KeyPair(secret["tls.key"], secret["tls.crt"])}
+    stored = data_of(c, pki)["c-kafka-certs"]
+    assert stored["listener-scram.pem"] == pki.listeners["scram"].keystore
+    props = started(c, 1)
+    assert props["listener.name.scram.ssl.keystore.location"] == "/etc/samsa/tls/listener-scram.pem"
+    assert "listener.name.mtls.ssl.keystore.location" not in props
+    assert (
+        KafkaConfig(props)
+        .for_listener("SCRAM", "ssl.keystore.location")
+        .endswith("listener-scram.pem")
+    )
+    # A client that trusts only the company's CA connects to every broker by its name.
+    own = stored["listener-scram.pem"]
+    for name in ("c-kafka-1.c-kafka-brokers.ns1.svc", "c-kafka-bootstrap.ns1.svc"):
+        handshake(own, company.cert, company.cert, name, None)
+    with pytest.raises(ssl.SSLCertVerificationError):
+        handshake(own, company.cert, pki.cluster_ca.cert, "c-kafka-bootstrap.ns1.svc", None)
+
+    # Replacing it rolls the brokers (the rotation changes); the cluster CA's are kept.
+    replaced = security.plan_pki(
+        c, {**decoded(c, pki), "scram-tls": own_certificate(company, *names)}, NOW
+    )
+    assert replaced.rotation != pki.rotation
+    assert replaced.brokers == pki.brokers and replaced.cluster_ca == pki.cluster_ca
+    assert security.plan_pki(c, {**decoded(c, pki), "scram-tls": secret}, NOW).rotation == (
+        pki.rotation
+    )
+
+    # What cannot be served is refused, and says why.
+    other = own_certificate(company, *names)
+    for data, complaint in [
+        (None, "Secret scram-tls not found"),
+        ({"tls.crt": secret["tls.crt"]}, "Secret scram-tls has no tls.key"),
+        ({**secret, "tls.key": other["tls.key"]}, "the key is not the certificate's"),
+        (
+            own_certificate(company, *names, issued=NOW - datetime.timedelta(days=31)),
+            "the certificate is valid from",
+        ),
+        ({"tls.crt": "junk", "tls.key": "junk"}, "not a PEM certificate"),
+    ]:
+        existing = {} if data is None else {"scram-tls": data}
+        with pytest.raises(security.PkiError, match=complaint):
+            security.plan_pki(c, existing, NOW)
+    plain = {"name": "a", "port": 9093, "type": "plain", "certificate": {"secretName": "x"}}
+    with pytest.raises(models.SpecError, match="a certificate needs type tls"):
+        models.parse_spec(models.KafkaClusterSpec, {"listeners": {"clients": [plain]}})
+
+
 def decoded(c: Cluster, pki: security.Pki) -> dict[str, dict[str, str]]:
     """What the Secrets read back give (base64 and back)."""
     return {n: security.decode(security.encode(d)) for n, d in data_of(c, pki).items()}

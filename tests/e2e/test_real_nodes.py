@@ -6,12 +6,14 @@ helm, its pod in a container under the chart's ServiceAccount; a broker stopped 
 container (kubectl exec), which the kubelet starts again; and the example KafkaCluster in
 containers with a client pod producing and consuming through its bootstrap Service; and a
 stuck KafkaCluster that says why, for the causes only a kubelet finds (a broker image that
-cannot be pulled, a broker that crashes on a bad setting); and a KafkaCluster's external
-NodePort listener, through which a client on the host produces and consumes. Every wait
-polls with a deadline."""
+cannot be pulled, a broker that crashes on a bad setting); and a KafkaCluster with no plain
+listener, whose SCRAM-over-TLS and mutual-TLS listeners are served outside through NodePorts:
+clients on the host produce and consume with KafkaUsers' credentials, and anonymous ones are
+refused. Every wait polls with a deadline."""
 
 from __future__ import annotations
 
+import base64
 import json
 import socket
 import subprocess
@@ -21,7 +23,8 @@ from typing import Any
 
 import day2_k8s
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
 from realnodes_support import (
     NODES,
     OPERATOR_IMAGE,
@@ -379,11 +382,14 @@ def connects(host: str, port: int) -> bool:
         return False
 
 
-def test_h_a_client_outside_the_cluster_through_the_node_ports(real_cluster: Cluster) -> None:
-    """A KafkaCluster with an external NodePort listener (one ZooKeeper server, three
-    brokers): a librdkafka client in the test process, on the host and so outside the
-    cluster, produces to every partition and reads every record back through the nodes'
-    addresses and the brokers' NodePorts, which kube-proxy forwards to the pods."""
+def test_h_clients_outside_the_cluster_through_the_node_ports(real_cluster: Cluster) -> None:
+    """A KafkaCluster with no plain listener and two listeners served outside through
+    NodePorts, SCRAM-SHA-512 over TLS and mutual TLS (one ZooKeeper server, three brokers):
+    librdkafka clients in the test process, on the host and so outside the cluster, with
+    KafkaUsers' Secrets and the cluster CA, produce to every partition over one and read every
+    record back over the other, through the nodes' addresses (which the brokers' certificates
+    name) and the brokers' NodePorts, which kube-proxy forwards to the pods. An anonymous
+    client is refused on both, and nothing listens in plaintext."""
     archives = node_images.archives()
     if OPERATOR_IMAGE not in archives or ZOOKEEPER_IMAGE not in archives:
         pytest.skip(f"{OPERATOR_IMAGE} or {ZOOKEEPER_IMAGE} is not built: run `make images`")
@@ -394,11 +400,30 @@ def test_h_a_client_outside_the_cluster_through_the_node_ports(real_cluster: Clu
     # a real cluster, the advertised host is written before the scheduler places the pod,
     # so it need not be the broker's own node: with a NodePort every node forwards the port
     # (kube-proxy) to the broker wherever it runs, and each broker's node port is its own.
-    external = {
-        "type": "NodePort",
-        "nodePortBase": NODE_PORT_BASE,
-        "advertisedHostTemplate": "172.30.0.1{id}",
-    }
+    bases = {"scram": NODE_PORT_BASE, "mtls": NODE_PORT_BASE + 10}
+    container_ports = {"scram": 9093, "mtls": 9094}
+
+    def outside(name: str, authentication: str) -> dict[str, Any]:
+        return {
+            "name": name,
+            "port": container_ports[name],
+            "type": "tls",
+            "authentication": authentication,
+            "external": {
+                "type": "NodePort",
+                "nodePortBase": bases[name],
+                "advertisedHostTemplate": "172.30.0.1{id}",
+            },
+        }
+
+    def user(name: str, authentication: str) -> dict[str, Any]:
+        return {
+            "apiVersion": "kafka.samsa.dev/v1alpha1",
+            "kind": "KafkaUser",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {"clusterRef": "outside", "authentication": {"type": authentication}},
+        }
+
     real_cluster.apply(
         {
             "apiVersion": "kafka.samsa.dev/v1alpha1",
@@ -407,7 +432,11 @@ def test_h_a_client_outside_the_cluster_through_the_node_ports(real_cluster: Clu
             "spec": {
                 "brokers": {"replicas": EXTERNAL_BROKERS},
                 "zookeeper": {"replicas": 1},
-                "listeners": {"external": external},
+                "listeners": {
+                    "plain": False,
+                    "interBroker": "tls",
+                    "clients": [outside("scram", "scram-sha-512"), outside("mtls", "tls")],
+                },
             },
         },
         {
@@ -416,56 +445,87 @@ def test_h_a_client_outside_the_cluster_through_the_node_ports(real_cluster: Clu
             "metadata": {"name": "outside", "namespace": ns},
             "spec": {"clusterRef": "outside", "partitions": 3, "replicationFactor": 3},
         },
+        user("alice", "scram-sha-512"),
+        user("bob", "tls"),
     )
     start = time.monotonic()
     real_cluster.kubectl(
         "wait", "-n", ns, "--for=condition=Ready", "kafkacluster/outside", "--timeout=400s"
     )
-    real_cluster.kubectl(
-        "wait", "-n", ns, "--for=condition=Ready", "topic/outside", "--timeout=120s"
-    )
-    print(f"apply to KafkaCluster and Topic Ready: {time.monotonic() - start:.1f} s")
+    for ready in ("topic/outside", "kafkauser/alice", "kafkauser/bob"):
+        real_cluster.kubectl("wait", "-n", ns, "--for=condition=Ready", ready, "--timeout=120s")
+    print(f"apply to KafkaCluster, Topic and KafkaUsers Ready: {time.monotonic() - start:.1f} s")
     nodes = [f"172.30.0.{10 + i}" for i in range(NODES)]
-    ports = [NODE_PORT_BASE + i for i in range(EXTERNAL_BROKERS)]
-    advertised = {i: (nodes[i], ports[i]) for i in range(EXTERNAL_BROKERS)}
-    status = real_cluster.get("kafkacluster", "-n", ns, "outside")["status"]
-    bootstrap = status["bootstrapServers"]["external"]
-    assert bootstrap == ",".join(f"{h}:{p}" for h, p in advertised.values())
+    ports = {n: [base + i for i in range(EXTERNAL_BROKERS)] for n, base in bases.items()}
+    advertised = {
+        n: {i: (nodes[i], p[i]) for i in range(EXTERNAL_BROKERS)} for n, p in ports.items()
+    }
+    servers = real_cluster.get("kafkacluster", "-n", ns, "outside")["status"]["bootstrapServers"]
+    assert servers.get("internal") is None  # no plain listener
+    for name in bases:
+        assert servers["listeners"][name] == ",".join(
+            f"{h}:{p}" for h, p in advertised[name].values()
+        )
 
     # The brokers listen on their pods' addresses only: nothing of theirs is on a node's
     # address or port, so a node's port reaches a broker through kube-proxy's NAT alone.
+    # And nothing listens in plaintext: no plain port on the pods.
     labels = "app.kubernetes.io/instance=outside,app.kubernetes.io/component=kafka"
     pods = real_cluster.get("pods", "-n", ns, "-l", labels)["items"]
     assert len(pods) == EXTERNAL_BROKERS
     for pod in pods:
+        ip = pod["status"]["podIP"]
         assert not pod["spec"].get("hostNetwork"), pod["metadata"]["name"]
-        assert pod["status"]["podIP"].startswith("10.244."), pod["status"]["podIP"]
+        assert ip.startswith("10.244."), ip
         declared = [p for c in pod["spec"]["containers"] for p in c.get("ports", [])]
         assert not [p for p in declared if "hostPort" in p], declared
-        (listener,) = [p["containerPort"] for p in declared if p["name"] == "external"]
-        # The broker's external listener answers on its pod's address, and its port on a
-        # node's address is closed: only the NodePort, NATed by kube-proxy, leads to it.
-        assert connects(pod["status"]["podIP"], listener)
-        assert not any(connects(node, listener) for node in nodes), listener
+        assert {p["name"] for p in declared} == {"http", "replication", "scram", "mtls"}
+        assert not connects(ip, 9092)
+        for listener in container_ports.values():
+            assert connects(ip, listener)
+            assert not any(connects(node, listener) for node in nodes), listener
         print(f"{pod['metadata']['name']} runs on {pod['spec']['nodeName']}")
+    every_port = [p for listener in ports.values() for p in listener]
     for i in range(NODES):
 
         def forwarded(i: int = i) -> bool:
             rules = node_port_rules(i).splitlines()
             nat = [r for r in rules if r.startswith("-A KUBE-NODEPORTS")]
-            return all(any(f"--dport {port} " in r for r in nat) for port in ports)
+            return all(any(f"--dport {port} " in r for r in nat) for port in every_port)
 
-        within(forwarded, 60, f"kube-proxy's rules for ports {ports} on node {i}")
+        within(forwarded, 60, f"kube-proxy's rules for ports {every_port} on node {i}")
     # Every broker's port on every node, the nodes without its pod included.
     for host in nodes:
-        for port in ports:
+        for port in every_port:
             within(lambda a=(host, port): connects(*a), 60, f"a connection to {host}:{port}")
 
-    # The client: bootstrapped by the status' external address, then told each broker's
-    # advertised node address and port, as a client outside a real cluster would be.
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all"})
+    # The clients: bootstrapped by the status' addresses, then told each broker's advertised
+    # node address and port, as clients outside a real cluster would be. They check that
+    # the brokers' certificates name the node addresses they were given.
+    def secret(name: str) -> dict[str, str]:
+        data = real_cluster.get("secret", "-n", ns, name)["data"]
+        return {k: base64.b64decode(v).decode() for k, v in data.items()}
+
+    ca = secret("outside-cluster-ca-cert")["ca.crt"]
+    alice, bob = secret("alice"), secret("bob")
+    scram = {
+        "bootstrap.servers": servers["listeners"]["scram"],
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.username": "alice",
+        "sasl.password": alice["password"],
+        "ssl.ca.pem": ca,
+    }
+    mtls = {
+        "bootstrap.servers": servers["listeners"]["mtls"],
+        "security.protocol": "SSL",
+        "ssl.ca.pem": ca,
+        "ssl.certificate.pem": bob["user.crt"],
+        "ssl.key.pem": bob["user.key"],
+    }
+    producer = Producer({**scram, "enable.idempotence": True, "acks": "all"})
     metadata = producer.list_topics("outside", timeout=30)
-    assert {b.id: (b.host, b.port) for b in metadata.brokers.values()} == advertised
+    assert {b.id: (b.host, b.port) for b in metadata.brokers.values()} == advertised["scram"]
     assert sorted(metadata.topics["outside"].partitions) == [0, 1, 2]
     records = {f"k{p}-{n}": f"hello {p} {n}" for p in range(3) for n in range(10)}
     delivered: list[tuple[str, str]] = []
@@ -484,13 +544,7 @@ def test_h_a_client_outside_the_cluster_through_the_node_ports(real_cluster: Clu
     assert not failed, failed
     assert sorted(delivered) == sorted(records.items())
 
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "outside-reader",
-            "enable.auto.commit": False,
-        }
-    )
+    consumer = Consumer({**mtls, "group.id": "outside-reader", "enable.auto.commit": False})
     try:
         consumer.assign([TopicPartition("outside", p, OFFSET_BEGINNING) for p in range(3)])
         read: list[tuple[str, str]] = []
@@ -501,10 +555,25 @@ def test_h_a_client_outside_the_cluster_through_the_node_ports(real_cluster: Clu
                 continue
             assert msg.error() is None, msg.error()
             read.append((msg.key().decode(), msg.value().decode()))
+        assert {b.id: (b.host, b.port) for b in consumer.list_topics().brokers.values()} == (
+            advertised["mtls"]
+        )
     finally:
         consumer.close()
     # Each record once: the idempotent producer wrote no duplicate.
     assert sorted(read) == sorted(records.items())
+
+    # Anonymous clients get nothing: in plaintext, over TLS without a password, over TLS
+    # without a certificate.
+    tls = {"security.protocol": "SSL", "ssl.ca.pem": ca}
+    for anonymous in (
+        {"bootstrap.servers": scram["bootstrap.servers"]},
+        {"bootstrap.servers": mtls["bootstrap.servers"]},
+        {"bootstrap.servers": scram["bootstrap.servers"], **tls},
+        {"bootstrap.servers": mtls["bootstrap.servers"], **tls},
+    ):
+        with pytest.raises(KafkaException):
+            AdminClient(anonymous).list_topics(timeout=10)
 
 
 # About 5 minutes on a quiet machine; each wait inside has a deadline of its own.

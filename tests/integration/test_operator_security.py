@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import datetime
 import json
 import socket
 import ssl
@@ -27,18 +28,30 @@ from kube_support import CHART, OPERATOR_ENV, condition
 from samsa.local_cluster import ZooKeeperServer
 from samsa.testing.cluster import FAST
 from samsa_dev.kube.harness import KubeNamespace, eventually
+from samsa_operator import certs
 
 pytestmark = pytest.mark.timeout(600)
 NAME = scenarios.NAME
 SCRAM_PORT, MTLS_PORT = 9093, 9094
 
 
-def secured_cluster(zk_connect: str, brokers: int) -> dict[str, Any]:
+def secured_cluster(
+    zk_connect: str, brokers: int, scram_certificate: str | None = None
+) -> dict[str, Any]:
+    """scram_certificate: the Secret of the SCRAM listener's own certificate, if it has one."""
     body = scenarios.cluster(brokers, zookeeper={"connect": zk_connect}, **FAST)
     body["spec"]["brokers"]["terminationGracePeriodSeconds"] = 30
+    scram: dict[str, Any] = {
+        "name": "scram",
+        "port": SCRAM_PORT,
+        "type": "tls",
+        "authentication": "scram-sha-512",
+    }
+    if scram_certificate is not None:
+        scram["certificate"] = {"secretName": scram_certificate}
     body["spec"]["listeners"] = {
         "clients": [
-            {"name": "scram", "port": SCRAM_PORT, "type": "tls", "authentication": "scram-sha-512"},
+            scram,
             {"name": "mtls", "port": MTLS_PORT, "type": "tls", "authentication": "tls"},
         ],
         "interBroker": "tls",
@@ -225,7 +238,31 @@ async def test_a_kafka_user_connects_over_sasl_ssl_and_is_refused_once_deleted(
     kube: KubeNamespace, zookeeper: ZooKeeperServer
 ) -> None:
     await kube.install_operator(CHART, **OPERATOR_ENV)
-    await apply(kube, json.dumps(secured_cluster(zookeeper.connect_string, 3)))
+    # The SCRAM listener serves a certificate of the company's own CA, as cert-manager would
+    # keep it in a Secret; the cluster waits for that Secret and says so.
+    await apply(kube, json.dumps(secured_cluster(zookeeper.connect_string, 3, "scram-tls")))
+
+    async def waiting_for_certificate() -> dict[str, Any] | None:
+        found = condition(await kube.maybe_get("kafkacluster", NAME))
+        return found if found.get("reason") == "InvalidCertificate" else None
+
+    waiting = await eventually(waiting_for_certificate, 60, "a condition naming the Secret")
+    assert "Secret scram-tls not found" in waiting["message"], waiting
+    company = certs.new_ca("company-ca", datetime.datetime.now(datetime.UTC), 30)
+    names = [f"*.{NAME}-kafka-brokers.{kube.name}.svc", f"{NAME}-kafka-bootstrap.{kube.name}.svc"]
+    own = certs.issue(company, certs.name("kafka"), datetime.datetime.now(datetime.UTC), 30, names)
+    await apply(
+        kube,
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": "scram-tls"},
+                "type": "kubernetes.io/tls",
+                "stringData": {"tls.crt": own.cert, "tls.key": own.key, "ca.crt": company.cert},
+            }
+        ),
+    )
     # Ready needs the controller's id, which the operator asks for over mutual TLS.
     status = await wait_ready(kube, 3, within=240)
     assert status["controllerId"] is not None
@@ -257,7 +294,7 @@ async def test_a_kafka_user_connects_over_sasl_ssl_and_is_refused_once_deleted(
         "sasl.mechanism": "SCRAM-SHA-512",
         "sasl.username": "alice",
         "sasl.password": creds["password"],
-        "ssl.ca.pem": ca,
+        "ssl.ca.pem": company.cert,  # the SCRAM listener's certificate is the company's
     }
     assert await client(kube, conf, "use", "secured") == {"consumed": 50}
     wrong = await client(kube, {**conf, "sasl.password": "not-it"}, "refused", "secured")
