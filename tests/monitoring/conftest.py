@@ -1,0 +1,12 @@
+"""The monitoring kit's tests use the session's 3-broker Samsa cluster (samsa's pytest plugin)
+and the broker tests' helpers, put on the path here."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+for folder in ("broker_image/tests", "tests/monitoring"):
+    if str(REPO / folder) not in sys.path:
+        sys.path.insert(0, str(REPO / folder))

@@ -1,0 +1,36 @@
+"""Reading what the brokers export: one scrape of each broker's /metrics, as Prometheus would
+take it, parsed by prometheus_client's own parser."""
+
+from __future__ import annotations
+
+import urllib.request
+from collections.abc import Iterable
+
+from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.samples import Sample
+
+from samsa.local_cluster.cluster import LocalCluster
+
+
+def scrape(http_port: int, timeout: float = 10.0) -> list[Sample]:
+    """Every sample of one /metrics answer."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/metrics", timeout=timeout) as r:
+        text = r.read().decode()
+    return [s for family in text_string_to_metric_families(text) for s in family.samples]
+
+
+def scrape_cluster(cluster: LocalCluster, brokers: Iterable[int] = (0, 1, 2)) -> list[Sample]:
+    """The samples of every broker named, as one Prometheus scraping them all sees them."""
+    return [s for b in brokers for s in scrape(cluster.broker(b).http_port)]
+
+
+def by_labels(
+    samples: Iterable[Sample], name: str, keys: tuple[str, ...], **match: str
+) -> dict[tuple[str, ...], list[float]]:
+    """The values of series ``name`` whose labels match, keyed by the ``keys`` labels: a list,
+    so that a series exported by two brokers shows up twice."""
+    out: dict[tuple[str, ...], list[float]] = {}
+    for s in samples:
+        if s.name == name and all(s.labels.get(k) == v for k, v in match.items()):
+            out.setdefault(tuple(s.labels[k] for k in keys), []).append(s.value)
+    return out
