@@ -1,15 +1,24 @@
-"""Reading what the brokers export: one scrape of each broker's /metrics, as Prometheus would
-take it, parsed by prometheus_client's own parser."""
+"""What the monitoring tests share: one scrape of each broker's /metrics, as Prometheus would
+take it, parsed by prometheus_client's own parser; where the chart's rules and dashboards are;
+Debian's promtool."""
 
 from __future__ import annotations
 
+import shutil
 import urllib.request
 from collections.abc import Iterable
+from pathlib import Path
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
 from samsa.local_cluster.cluster import LocalCluster
+
+REPO = Path(__file__).resolve().parents[2]
+MONITORING = REPO / "helm" / "samsa-operator" / "monitoring"
+RULES = MONITORING / "rules.yaml"
+DASHBOARDS = MONITORING / "dashboards"
 
 
 def scrape(http_port: int, timeout: float = 10.0) -> list[Sample]:
@@ -34,3 +43,11 @@ def by_labels(
         if s.name == name and all(s.labels.get(k) == v for k, v in match.items()):
             out.setdefault(tuple(s.labels[k] for k in keys), []).append(s.value)
     return out
+
+
+def promtool() -> str:
+    """Debian's promtool (the `prometheus` package, installed by `make setup`)."""
+    found = shutil.which("promtool")
+    if found is None:
+        pytest.fail("promtool is missing: run `make setup` (Debian's prometheus package)")
+    return found
