@@ -5,11 +5,13 @@ Debian's promtool."""
 from __future__ import annotations
 
 import shutil
+import time
 import urllib.request
 from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Consumer
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
@@ -51,3 +53,28 @@ def promtool() -> str:
     if found is None:
         pytest.fail("promtool is missing: run `make setup` (Debian's prometheus package)")
     return found
+
+
+def consume_and_commit(bootstrap: str, topic: str, group: str, count: int) -> None:
+    """Consume ``count`` records of ``topic`` in ``group`` (from its committed offsets, or the
+    earliest), then commit them."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        consumer.subscribe([topic])
+        seen = 0
+        deadline = time.monotonic() + 60
+        while seen < count:
+            assert time.monotonic() < deadline, f"consumed {seen} of {count}"
+            message = consumer.poll(1.0)
+            if message is not None and message.error() is None:
+                seen += 1
+        consumer.commit(asynchronous=False)
+    finally:
+        consumer.close()

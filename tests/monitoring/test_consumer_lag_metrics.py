@@ -7,10 +7,9 @@ from __future__ import annotations
 import time
 
 import pytest
-from confluent_kafka import Consumer
 from confluent_kafka.admin import NewTopic
 from kafka_support import admin, name_for_test, produce, wait_until
-from monitoring_support import by_labels, scrape_cluster
+from monitoring_support import by_labels, consume_and_commit, scrape_cluster
 
 from samsa.local_cluster.cluster import LocalCluster
 from samsa_dev.kafka import run_tool
@@ -48,29 +47,6 @@ def group_series(cluster: LocalCluster, group: str, topic: str) -> dict[str, dic
     for name in ("kafka_consumergroup_current_offset_sum", "kafka_consumergroup_lag_sum"):
         out[name] = by_labels(samples, name, (), consumergroup=group, topic=topic).get((), [])
     return out
-
-
-def consume_and_commit(bootstrap: str, topic: str, group: str, count: int) -> None:
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": group,
-            "auto.offset.reset": "earliest",
-            "enable.auto.commit": False,
-        }
-    )
-    try:
-        consumer.subscribe([topic])
-        seen = 0
-        deadline = time.monotonic() + 60
-        while seen < count:
-            assert time.monotonic() < deadline, f"consumed {seen} of {count}"
-            message = consumer.poll(1.0)
-            if message is not None and message.error() is None:
-                seen += 1
-        consumer.commit(asynchronous=False)
-    finally:
-        consumer.close()
 
 
 def test_lag_metrics_match_kafka_consumer_groups_and_follow_produce_and_commit(
