@@ -23,11 +23,15 @@ RULES = MONITORING / "rules.yaml"
 DASHBOARDS = MONITORING / "dashboards"
 
 
-def scrape(http_port: int, timeout: float = 10.0) -> list[Sample]:
+def scrape_url(url: str, timeout: float = 10.0) -> list[Sample]:
     """Every sample of one /metrics answer."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/metrics", timeout=timeout) as r:
+    with urllib.request.urlopen(url, timeout=timeout) as r:
         text = r.read().decode()
     return [s for family in text_string_to_metric_families(text) for s in family.samples]
+
+
+def scrape(http_port: int) -> list[Sample]:
+    return scrape_url(f"http://127.0.0.1:{http_port}/metrics")
 
 
 def scrape_cluster(cluster: LocalCluster, brokers: Iterable[int] = (0, 1, 2)) -> list[Sample]:

@@ -7,11 +7,13 @@ from __future__ import annotations
 import time
 
 import pytest
+from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import NewTopic
-from kafka_support import admin, name_for_test, produce, wait_until
-from monitoring_support import by_labels, consume_and_commit, scrape_cluster
+from kafka_support import admin, create_topic, name_for_test, produce, wait_until
+from monitoring_support import by_labels, consume_and_commit, scrape_cluster, scrape_url
 
 from samsa.local_cluster.cluster import LocalCluster
+from samsa.testing.inprocess import InProcessBroker
 from samsa_dev.kafka import run_tool
 
 PARTITIONS = 3
@@ -49,11 +51,16 @@ def group_series(cluster: LocalCluster, group: str, topic: str) -> dict[str, dic
     return out
 
 
+@pytest.fixture
+def names(request: pytest.FixtureRequest) -> tuple[str, str]:
+    """A topic name and a group id unique to the test."""
+    return name_for_test(request.node.name, "t"), name_for_test(request.node.name, "g")
+
+
 def test_lag_metrics_match_kafka_consumer_groups_and_follow_produce_and_commit(
-    samsa_cluster: LocalCluster, request: pytest.FixtureRequest
+    samsa_cluster: LocalCluster, names: tuple[str, str]
 ) -> None:
-    topic = name_for_test(request.node.name, "t")
-    group = name_for_test(request.node.name, "g")
+    topic, group = names
     bootstrap = samsa_cluster.bootstrap_servers
     client = admin(bootstrap)
     client.create_topics([NewTopic(topic, PARTITIONS, 3)])[topic].result(20)
@@ -116,3 +123,38 @@ def test_lag_metrics_match_kafka_consumer_groups_and_follow_produce_and_commit(
     )
     assert done["kafka_consumergroup_lag_seconds"] == {p: [0] for p in range(PARTITIONS)}
     assert {p: row[2] for p, row in describe(bootstrap, group).items()} == dict.fromkeys(behind, 0)
+
+
+def test_a_standalone_broker_exports_lag_and_partition_health(
+    samsa_broker: InProcessBroker, names: tuple[str, str]
+) -> None:
+    """Standalone, every partition is local: no other broker is asked."""
+    topic, group = names
+    bootstrap = samsa_broker.bootstrap_servers
+    create_topic(bootstrap, topic)
+    written_ms = int(time.time() * 1000) - 30_000
+    produce(bootstrap, topic, [b"v"] * 10, timestamps=[written_ms] * 10)
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        consumer.commit(offsets=[TopicPartition(topic, 0, 4)], asynchronous=False)
+    finally:
+        consumer.close()
+
+    samples = scrape_url(f"{samsa_broker.http_url}/metrics")
+    keys = ("consumergroup", "topic", "partition")
+    assert by_labels(samples, "kafka_consumergroup_current_offset", keys, topic=topic) == {
+        (group, topic, "0"): [4]
+    }
+    assert by_labels(samples, "kafka_consumergroup_lag", keys, topic=topic) == {
+        (group, topic, "0"): [6]
+    }
+    [[age]] = by_labels(samples, "kafka_consumergroup_lag_seconds", keys, topic=topic).values()
+    assert 30 <= age < 30 + (time.time() * 1000 - written_ms - 30_000) / 1000 + 1
+    for name, value in [("current_offset", 10), ("oldest_offset", 0), ("replicas", 1),
+                        ("in_sync_replica", 1), ("leader_is_preferred", 1),
+                        ("under_replicated_partition", 0)]:  # fmt: skip
+        found = by_labels(samples, f"kafka_topic_partition_{name}", KEYS, topic=topic)
+        assert found == {(topic, "0"): [value]}, name
+    [[total]] = by_labels(samples, "kafka_log_dir_total_bytes", ()).values()
+    [[usable]] = by_labels(samples, "kafka_log_dir_usable_bytes", ()).values()
+    assert 0 < usable <= total

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from bisect import bisect_left
 from collections.abc import Callable, Iterable
@@ -24,6 +25,8 @@ from samsa.wall_clock import monotonic_ms
 
 if TYPE_CHECKING:
     from samsa.controller import KafkaController
+
+log = logging.getLogger(__name__)
 
 LATENCY_BUCKETS = (
     0.0001,
@@ -459,7 +462,13 @@ class BrokerMetrics:
     async def before_scrape(self) -> None:
         """What a scrape reads that needs I/O first (other brokers' log end offsets)."""
         if self.consumer_lag is not None:
-            await self.consumer_lag.refresh()
+            try:
+                await self.consumer_lag.refresh()
+            except Exception:
+                # The rest of the scrape is still worth serving, without lag rather than with
+                # stale lag.
+                log.exception("consumer lag left out of this scrape")
+                self.consumer_lag.rows = []
 
     def on_isr_change(self, shrink: bool) -> None:
         if shrink:
