@@ -114,7 +114,9 @@ class ConsumerLag:
             if not manager.is_group_local(group.group_id):
                 continue
             for tp, commit in list(group.offsets.items()):
-                out[group.group_id, tp] = commit.offset_and_metadata.offset
+                offset = commit.offset_and_metadata.offset
+                if offset >= 0:  # -1: no position, as kafka-consumer-groups shows "-"
+                    out[group.group_id, tp] = offset
         return out
 
     async def refresh(self) -> None:
