@@ -115,3 +115,23 @@ def test_pod_monitors_select_the_brokers_and_the_operator_by_their_port_names(
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     env = {e["name"]: e.get("value") for e in container["env"]}
     assert ports[endpoint["port"]] == int(env["SAMSA_OPERATOR_METRICS_PORT"])
+
+
+def test_dashboards_are_whole_grafana_dashboards() -> None:
+    """Unique uids and panel ids, every panel on the data source variable, and every variable a
+    query uses defined by its dashboard (or one of Grafana's own)."""
+    uids = []
+    for path in sorted(DASHBOARDS.glob("*.json")):
+        dashboard = json.loads(path.read_text())
+        uids.append(dashboard["uid"])
+        defined = {v["name"] for v in dashboard["templating"]["list"]} | {"__rate_interval"}
+        assert "datasource" in defined, path.name
+        panels = dashboard["panels"]
+        assert len({p["id"] for p in panels}) == len(panels), path.name
+        for panel in panels:
+            assert panel["datasource"]["uid"] == "${datasource}", (path.name, panel["title"])
+            assert panel["targets"] and {"x", "y", "w", "h"} <= panel["gridPos"].keys()
+            for target in panel["targets"]:
+                used = set(re.findall(r"\$(\w+)", target["expr"]))
+                assert used <= defined, (path.name, panel["title"], used - defined)
+    assert len(set(uids)) == len(uids)
