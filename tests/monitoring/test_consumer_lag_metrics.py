@@ -4,15 +4,25 @@ Prometheus scraping every broker reads them and compared with what Kafka's own
 
 from __future__ import annotations
 
+import signal
 import time
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import NewTopic
 from kafka_support import admin, create_topic, name_for_test, produce, wait_until
-from monitoring_support import by_labels, consume_and_commit, scrape_cluster, scrape_url
+from monitoring_support import (
+    by_labels,
+    consume_and_commit,
+    scrape,
+    scrape_cluster,
+    scrape_url,
+)
 
+from samsa.broker.consumer_lag import DEFAULT_TIMEOUT_S as LAG_TIMEOUT_S
 from samsa.local_cluster.cluster import LocalCluster
+from samsa.testing.cluster import replicated_cluster
 from samsa.testing.inprocess import InProcessBroker
 from samsa_dev.kafka import run_tool
 
@@ -158,3 +168,45 @@ def test_a_standalone_broker_exports_lag_and_partition_health(
     [[total]] = by_labels(samples, "kafka_log_dir_total_bytes", ()).values()
     [[usable]] = by_labels(samples, "kafka_log_dir_usable_bytes", ()).values()
     assert 0 < usable <= total
+
+
+def test_a_leader_that_does_not_answer_leaves_its_partition_out_of_a_bounded_scrape(
+    tmp_path: Path, names: tuple[str, str]
+) -> None:
+    """The coordinator asks a paused leader for its log end offset: the scrape still answers
+    within the lag's bound, with every other partition's lag and none for the paused one."""
+    topic, group = names
+    with replicated_cluster(tmp_path / "cluster") as cluster:
+        bootstrap = cluster.bootstrap_servers
+        client = admin(bootstrap)  # kept alive until the answer is in
+        client.create_topics([NewTopic(topic, PARTITIONS, 3)])[topic].result(20)
+        for p in range(PARTITIONS):
+            produce(bootstrap, topic, [b"v"] * 3, partition=p, acks="all")
+        consume_and_commit(bootstrap, topic, group, 3 * PARTITIONS)
+
+        def lag_on(broker: int) -> set[str]:
+            """The partitions of the group's lag series on one broker's /metrics."""
+            samples = scrape(cluster.broker(broker).http_port)
+            lag = by_labels(samples, "kafka_consumergroup_lag", KEYS, consumergroup=group)
+            return {p for _, p in lag}
+
+        def coordinator() -> int | None:
+            return next((b for b in range(3) if len(lag_on(b)) == PARTITIONS), None)
+
+        # A tuple, so that broker 0 counts as found.
+        (exporter,) = wait_until(lambda: (b := coordinator()) is not None and (b,), what="lag")
+        leaders = by_labels(scrape_cluster(cluster), "kafka_topic_partition_leader", KEYS,
+                            topic=topic)  # fmt: skip
+        paused, partition = next(
+            (int(value), int(p)) for (_, p), [value] in leaders.items() if value != exporter
+        )
+        cluster.signal_broker(paused, signal.SIGSTOP)
+        try:
+            started = time.monotonic()
+            lag = lag_on(exporter)
+            took = time.monotonic() - started
+        finally:
+            cluster.signal_broker(paused, signal.SIGCONT)
+        # It waited for the paused leader as long as its bound, and no longer.
+        assert LAG_TIMEOUT_S - 0.5 <= took < LAG_TIMEOUT_S + 2, took
+        assert lag == {str(p) for p in range(PARTITIONS)} - {str(partition)}

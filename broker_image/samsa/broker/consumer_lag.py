@@ -51,6 +51,9 @@ LATEST_TIMESTAMP = -1
 CONSUMER_REPLICA_ID = -1
 # Enough for the batch holding the offset: a leader always returns the first batch whole.
 TIMESTAMP_FETCH_BYTES = 1
+# How long a scrape waits for the other brokers' answers: well inside Prometheus's default
+# scrape timeout (10 s).
+DEFAULT_TIMEOUT_S = 2.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +93,7 @@ class ConsumerLag:
         replica_manager: Callable[[], ReplicaManager | None],
         cache: Callable[[], MetadataCache | None],
         pool: Callable[[], ConnectionPool | None],
-        timeout_s: float = 2.0,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
         now_ms: Callable[[], int] = wall_clock_ms,
     ) -> None:
         self._coordinator = coordinator
