@@ -40,10 +40,12 @@ IMAGE_PACKAGES := buildah mmdebstrap
 # runs beside Samsa; libnss-wrapper: pod and Service names for the pods the tests' node agent
 # runs as local processes (docs/kubernetes.md); containerd, runc, the CNI plugins, iptables and
 # conntrack: the real nodes' runtime, pod network and kube-proxy (`samsa-dev k8s up --nodes
-# real`); gcc and libc6-dev: the pause image, a static C program.
+# real`); gcc and libc6-dev: the pause image, a static C program; prometheus (with promtool):
+# the chart's monitoring kit is checked by a real Prometheus scraping real brokers, and its
+# alert rules by `promtool check rules` and `promtool test rules` (tests/monitoring).
 APT_PACKAGES := zookeeper libservlet-api-java kcat default-jre-headless maven nats-server \
 	redis-server libnss-wrapper containerd runc containernetworking-plugins iptables conntrack \
-	gcc libc6-dev $(IMAGE_PACKAGES)
+	gcc libc6-dev prometheus $(IMAGE_PACKAGES)
 
 setup-apt:
 	@if command -v apt-get >/dev/null; then \

@@ -22,6 +22,7 @@ import kopf
 
 from samsa_operator import (
     diagnosis,
+    metrics,
     models,
     pausing,
     reconcile,
@@ -193,7 +194,7 @@ def reconciled(plural: str, kind: str, reconcile_fn: Reconcile) -> None:
 
     async def handler(body: kopf.Body, logger: Log, **_: Any) -> None:
         if not await held(body, logger):
-            await reconcile_fn(body, logger)
+            await metrics.measured(body["kind"], lambda: reconcile_fn(body, logger))
 
     for on in (kopf.on.resume, kopf.on.create, kopf.on.update):
         on(GROUP, VERSION, plural, id=f"{kind}_changed")(handler)
@@ -331,7 +332,7 @@ if SETTINGS.stuck_seconds < SETTINGS.resync_seconds:
     )
     async def reconcile_stuck_cluster(body: kopf.Body, logger: Log, **_: Any) -> None:
         if not await held(body, logger):
-            await reconcile_cluster(body, logger)
+            await metrics.measured(body["kind"], lambda: reconcile_cluster(body, logger))
 
 
 async def diagnose(

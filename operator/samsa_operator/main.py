@@ -5,6 +5,7 @@ SAMSA_OPERATOR_WATCH_NAMESPACES (comma-separated; empty: every namespace),
 SAMSA_OPERATOR_PEERING (a kopf peering name, so one replica is active; empty: standalone),
 SAMSA_OPERATOR_BROKER_IMAGE, SAMSA_OPERATOR_RESYNC_SECONDS, SAMSA_OPERATOR_OPERATION_SECONDS
 (how often day-2 operations take a step), SAMSA_OPERATOR_HEALTH_PORT,
+SAMSA_OPERATOR_METRICS_PORT (Prometheus /metrics: reconciliations by kind),
 SAMSA_OPERATOR_NETWORK_POLICIES (true: a NetworkPolicy per KafkaCluster).
 """
 
@@ -41,6 +42,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         default=env.get("SAMSA_OPERATOR_HEALTH_PORT") or 8080,
         help="Port of the liveness endpoint /healthz (0: none).",
     )
+    parser.add_argument(
+        "--metrics-port",
+        type=int,
+        default=env.get("SAMSA_OPERATOR_METRICS_PORT") or 8081,
+        help="Port of the Prometheus endpoint /metrics (0: none).",
+    )
     parser.add_argument("--verbose", action="store_true", help="Debug logging.")
     return parser.parse_args(argv)
 
@@ -69,11 +76,14 @@ def main(argv: list[str] | None = None) -> None:
     # operations', and the KafkaUsers'.
     import samsa_operator.day2_driver
     import samsa_operator.kafkausers  # noqa: F401
+    from samsa_operator import metrics
 
     kopf.configure(verbose=args.verbose)
     # On the pod's IP when the chart gives it (the kubelet probes that address).
     host = os.environ.get("POD_IP") or "0.0.0.0"
     liveness = f"http://{host}:{args.health_port}/healthz" if args.health_port else None
+    if args.metrics_port:
+        metrics.serve(host, args.metrics_port)
     kopf.run(
         clusterwide=not args.namespace,
         namespaces=args.namespace,

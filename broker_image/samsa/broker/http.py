@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
@@ -17,12 +17,14 @@ class HttpSidePort:
         registry: CollectorRegistry,
         ready: Callable[[], tuple[bool, str]],
         alive: Callable[[], tuple[bool, str]],
+        before_scrape: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.host = host
         self.port = port
         self._registry = registry
         self._ready = ready
         self._alive = alive
+        self._before_scrape = before_scrape
         self._runner: web.AppRunner | None = None
 
     async def start(self) -> None:
@@ -56,5 +58,7 @@ class HttpSidePort:
         return self._answer(self._ready())
 
     async def _metrics(self, request: web.Request) -> web.Response:
+        if self._before_scrape is not None:
+            await self._before_scrape()
         body = generate_latest(self._registry)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})

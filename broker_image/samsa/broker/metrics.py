@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from bisect import bisect_left
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Gauge
@@ -12,6 +14,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
+from samsa.broker.consumer_lag import ConsumerLag, ConsumerLagCollector
+from samsa.broker.partition_metrics import LogDirCollector, TopicPartitionCollector
 from samsa.log import LogManager
 from samsa.log.cleaner import LogCleaner
 from samsa.quota.manager import QuotaManagers
@@ -21,6 +25,8 @@ from samsa.wall_clock import monotonic_ms
 
 if TYPE_CHECKING:
     from samsa.controller import KafkaController
+
+log = logging.getLogger(__name__)
 
 LATENCY_BUCKETS = (
     0.0001,
@@ -268,6 +274,24 @@ class _ReplicaCollector(Collector):
             out.append(
                 GaugeMetricFamily(f"{prefix}_controllerepoch", "Controller epoch", ctx.epoch)
             )
+            imbalance = sum(
+                1
+                for tp, s in ctx.states.items()
+                if (replicas := ctx.replicas(tp)) and s.leader != replicas[0]
+            )
+            out += [
+                GaugeMetricFamily(
+                    f"{prefix}_globaltopiccount", "Topics in the cluster", len(ctx.topics)
+                ),
+                GaugeMetricFamily(
+                    f"{prefix}_globalpartitioncount", "Partitions in the cluster", len(ctx.states)
+                ),
+                GaugeMetricFamily(
+                    f"{prefix}_preferredreplicaimbalancecount",
+                    "Partitions not led by their preferred replica",
+                    imbalance,
+                ),
+            ]
         return out
 
 
@@ -362,6 +386,7 @@ class BrokerMetrics:
         log_cleaner: Callable[[], LogCleaner | None] = lambda: None,
         replica_manager: Callable[[], ReplicaManager | None] = lambda: None,
         controller: Callable[[], KafkaController | None] = lambda: None,
+        log_dir: Path | None = None,
     ) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
@@ -416,6 +441,11 @@ class BrokerMetrics:
         r.register(_CleanerCollector(log_cleaner))
         self.replication = _ReplicaCollector(replica_manager, controller)
         r.register(self.replication)
+        r.register(TopicPartitionCollector(replica_manager))
+        if log_dir is not None:
+            r.register(LogDirCollector(log_dir))
+        # Set once the group coordinator runs: the lag of its groups, read before each scrape.
+        self.consumer_lag: ConsumerLag | None = None
 
         # The children by label value, looked up once per request.
         self._per_api: dict[str, tuple[list[float], _Histogram]] = {}
@@ -424,6 +454,21 @@ class BrokerMetrics:
 
     def watch_quotas(self, quotas: QuotaManagers) -> None:
         self.registry.register(_QuotaCollector(quotas))
+
+    def watch_consumer_lag(self, lag: ConsumerLag) -> None:
+        self.consumer_lag = lag
+        self.registry.register(ConsumerLagCollector(lag))
+
+    async def before_scrape(self) -> None:
+        """What a scrape reads that needs I/O first (other brokers' log end offsets)."""
+        if self.consumer_lag is not None:
+            try:
+                await self.consumer_lag.refresh()
+            except Exception:
+                # The rest of the scrape is still worth serving, without lag rather than with
+                # stale lag.
+                log.exception("consumer lag left out of this scrape")
+                self.consumer_lag.rows = []
 
     def on_isr_change(self, shrink: bool) -> None:
         if shrink:

@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     # client, the controller) nor, without --http, aiohttp; they are most of its start-up.
     from samsa.broker.cluster import ClusterMembership
     from samsa.broker.http import HttpSidePort
+    from samsa.client import ConnectionPool
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +95,7 @@ class KafkaServer:
             lambda: self.log_cleaner,
             lambda: self.replica_manager,
             lambda: self.cluster.controller if self.cluster is not None else None,
+            data_dir,
         )
         # The group and transaction coordinators and the producer ids; None until started.
         self.coordinators: Coordinators | None = None
@@ -102,6 +104,8 @@ class KafkaServer:
         self.cluster: ClusterMembership | None = None
         self.authorizer: Authorizer | None = None
         self.scheduler = KafkaScheduler()
+        # The consumer lag metrics' connections to the other brokers (a cluster's only).
+        self._lag_pool: ConnectionPool | None = None
         self._stopped = asyncio.Event()
         self._started = False
         self._stopping = False
@@ -219,6 +223,7 @@ class KafkaServer:
             )
             await controller.start()
             await coordinators.start_standalone_group_coordinator()
+        self._watch_consumer_lag(coordinators)
         self.log_cleaner = start_log_cleaner(log_manager, self.dynamic_config(), replica_manager)
         coordinators.start_transaction_coordinator()
         if self.cluster is None:
@@ -383,9 +388,37 @@ class KafkaServer:
 
         _, http_host, http_port = parse_listener(self.config["http.listener"])
         self.http = HttpSidePort(
-            http_host, http_port, self.metrics.registry, self._ready, self._alive
+            http_host,
+            http_port,
+            self.metrics.registry,
+            self._ready,
+            self._alive,
+            self.metrics.before_scrape,
         )
         await self.http.start()
+
+    def _watch_consumer_lag(self, coordinators: Coordinators) -> None:
+        """The lag of the groups coordinated here, on /metrics; in a cluster through
+        connections of its own to the partitions' leaders."""
+        from samsa.broker.consumer_lag import ConsumerLag
+
+        if self.cluster is not None:
+            from samsa.client import ConnectionPool
+
+            self._lag_pool = ConnectionPool(
+                self.cluster.address_of,
+                client_id=f"broker-{self.config.broker_id}-consumer-lag",
+                security=self.cluster.security,
+            )
+        pool = self._lag_pool
+        self.metrics.watch_consumer_lag(
+            ConsumerLag(
+                lambda: coordinators.group_coordinator,
+                lambda: self.replica_manager,
+                lambda: self.cache,
+                lambda: pool,
+            )
+        )
 
     def _shrink_isrs(self) -> None:
         assert self.replica_manager is not None
@@ -486,5 +519,7 @@ class KafkaServer:
             await self.store.close()
         if self.http is not None:
             await self.http.stop()
+        if self._lag_pool is not None:
+            await self._lag_pool.close()
         self._stopped.set()
         log.info("broker %d stopped", self.config.broker_id)
