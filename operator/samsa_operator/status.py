@@ -130,6 +130,12 @@ def cluster_status(
     zk_count = f"{zk['readyReplicas']}/{zk['replicas']} ZooKeeper servers ready"
     broker_count = f"{ready_brokers}/{spec.brokers.replicas} brokers ready"
     brokers_ready = ready_brokers >= spec.brokers.replicas
+    # Ready pods are not yet a cluster that knows them all: until its metadata lists every
+    # broker, a topic of replication factor `replicas` is refused (INVALID_REPLICATION_FACTOR).
+    known = len(info.brokers) if info is not None else None
+    if brokers_ready and known is not None and known < spec.brokers.replicas:
+        brokers_ready = False
+        broker_count += f", {known} in the cluster's metadata"
     if not zk["ready"]:
         ready = condition(
             "Ready", False, *_part(zookeeper_cause, zk_count, "ZooKeeperNotReady"), generation

@@ -10,6 +10,7 @@ from typing import Any
 from samsa_operator import diagnosis, resources, status
 from samsa_operator.diagnosis import Cause, Workload, diagnose
 from samsa_operator.models import KafkaClusterSpec
+from samsa_operator.reconcile import Broker, ClusterInfo
 
 NOW = datetime.datetime(2026, 11, 28, 12, 0, 0, tzinfo=datetime.UTC)
 
@@ -292,6 +293,24 @@ def test_conditions_name_zookeepers_cause_before_the_brokers() -> None:
         "ZooKeeperReady": "NotReady",
         "BrokersReady": "NotReady",
     }
+
+
+def test_ready_pods_are_not_ready_brokers_until_the_cluster_s_metadata_lists_them() -> None:
+    cluster = resources.Cluster("demo", "ns", "uid", KafkaClusterSpec())
+    pods = [pod(f"demo-kafka-{i}", ready=True) for i in range(3)]
+    zk = {"status": {"readyReplicas": 3, "replicas": 3}}
+
+    def conditions(known: int) -> dict[str, dict[str, str]]:
+        info = ClusterInfo("id", 0, [Broker(i) for i in range(known)])
+        _, found = status.cluster_status(
+            cluster, generation=1, broker_pods=pods, zookeeper_sts=zk, info=info
+        )
+        return {c["type"]: c for c in found}
+
+    two = conditions(2)
+    assert (two["Ready"]["status"], two["Ready"]["reason"]) == ("False", "BrokersNotReady")
+    assert two["Ready"]["message"] == "3/3 brokers ready, 2 in the cluster's metadata"
+    assert conditions(3)["Ready"]["status"] == "True"
 
 
 def test_every_reason_is_one_word_a_user_can_grep_for() -> None:
