@@ -157,6 +157,19 @@ def due(cert_pem: str, now: datetime.datetime, renewal_days: int) -> bool:
     return cert.not_valid_after_utc - now <= datetime.timedelta(days=renewal_days)
 
 
+def renewable(cert_pem: str, ca: KeyPair, now: datetime.datetime, renewal_days: int) -> bool:
+    """Due for renewal, and a new certificate from `ca` would last longer: one that its
+    CA's end cuts short (a CA of the user's own, near its end) is not issued again at every
+    reconcile, which would roll the brokers without end."""
+    if not due(cert_pem, now, renewal_days):
+        return False
+    try:
+        end = x509.load_pem_x509_certificate(cert_pem.encode()).not_valid_after_utc
+    except ValueError:
+        return True
+    return ca.certificate.not_valid_after_utc > end
+
+
 def signed_by(cert_pem: str, ca: KeyPair) -> bool:
     """True when the certificate's signature is by the CA's key."""
     try:
@@ -165,6 +178,35 @@ def signed_by(cert_pem: str, ca: KeyPair) -> bool:
     except (ValueError, TypeError, InvalidSignature):
         return False
     return True
+
+
+def signed_by_cert(cert_pem: str, ca_cert_pem: str) -> bool:
+    """`signed_by` for a CA of which only the certificate is at hand (one trusted before)."""
+    return signed_by(cert_pem, KeyPair("", ca_cert_pem))
+
+
+def key_id(cert_pem: str) -> str:
+    """The certificate's public key, as a digest: a CA renewed with its own key keeps it."""
+    cert = x509.load_pem_x509_certificate(cert_pem.encode())
+    spki = cert.public_key().public_bytes(
+        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    return hashlib.sha256(spki).hexdigest()
+
+
+def is_ca(cert_pem: str) -> bool:
+    try:
+        cert = x509.load_pem_x509_certificate(cert_pem.encode())
+        return bool(cert.extensions.get_extension_for_class(x509.BasicConstraints).value.ca)
+    except (ValueError, x509.ExtensionNotFound):
+        return False
+
+
+def split(bundle: str | None) -> list[str]:
+    """The certificates of a PEM bundle, each as its own PEM text."""
+    end = "-----END CERTIFICATE-----"
+    parts = (bundle or "").split(end)
+    return [p[p.index("-----BEGIN") :] + end + "\n" for p in parts if "-----BEGIN" in p]
 
 
 def _general_name(name: str) -> x509.GeneralName:

@@ -392,12 +392,37 @@ async def force_renew_asked(body: Any) -> bool:
 async def plan_pki(cluster: resources.Cluster, renew: bool = False) -> security.Pki:
     """The cluster's PKI from its Secrets: kept, completed or renewed (`security.plan_pki`)."""
     existing = {}
-    own = [c.secret_name for c in security.listener_certificates(cluster.spec).values()]
+    own = security.own_secret_names(cluster.spec)
     for secret in [*security.secret_names(cluster.name), *own]:
         found = await state().kube.get("v1", "Secret", cluster.namespace, secret)
         if found is not None:
             existing[secret] = security.decode(found.get("data"))
-    return security.plan_pki(cluster, existing, datetime.datetime.now(datetime.UTC), renew)
+    now = datetime.datetime.now(datetime.UTC)
+    return security.plan_pki(cluster, existing, now, renew, await rolled_out(cluster))
+
+
+async def rolled_out(cluster: resources.Cluster) -> bool:
+    """Every broker runs, ready, with the certificates its StatefulSet's template names:
+    the step of a CA key change that waits for a roll may go on."""
+    kube = state().kube
+    sts = await kube.get("apps/v1", "StatefulSet", cluster.namespace, cluster.broker_sts)
+    template = ((sts or {}).get("spec") or {}).get("template") or {}
+    wanted = (
+        (template.get("metadata") or {})
+        .get("annotations", {})
+        .get(resources.CERTIFICATES_ANNOTATION)
+    )
+    pods = await kube.list("v1", "Pod", cluster.namespace, cluster.selector("kafka"))
+    return (
+        sts is not None
+        and len(pods) >= cluster.broker_count
+        and all(
+            (p["metadata"].get("annotations") or {}).get(resources.CERTIFICATES_ANNOTATION)
+            == wanted
+            and diagnosis.pod_ready(p)
+            for p in pods
+        )
+    )
 
 
 async def current_cluster(body: Any, spec: models.KafkaClusterSpec) -> resources.Cluster:

@@ -71,6 +71,19 @@ async def secret_data(name: str, namespace: str) -> dict[str, str]:
     return security.decode((found or {}).get("data"))
 
 
+async def clients_ca_of(cluster: resources.Cluster) -> security.KeyPair | None:
+    """The clients CA's key pair: the user's own, from its Secret, or the one the operator
+    made; None while there is none."""
+    own = cluster.spec.certificates.clients_ca
+    if own is None:
+        ca = await secret_data(security.clients_ca_secret(cluster.name), cluster.namespace)
+        key, cert = ca.get("ca.key"), ca.get("ca.crt")
+    else:
+        ca = await secret_data(own.secret_name, cluster.namespace)
+        key, cert = ca.get(own.key), ca.get(own.certificate)
+    return security.KeyPair(key, cert) if key and cert else None
+
+
 async def reconcile_user(body: kopf.Body, logger: Log) -> None:
     meta = body["metadata"]
     name, namespace, uid = meta["name"], meta["namespace"], meta["uid"]
@@ -114,15 +127,15 @@ async def reconcile_user(body: kopf.Body, logger: Log) -> None:
             if kind == "scram-sha-512":
                 data = users.scram_secret(name, existing)
             else:
-                ca = await secret_data(security.clients_ca_secret(cluster.name), namespace)
-                if not ca.get("ca.key"):
+                clients_ca = await clients_ca_of(cluster)
+                if clients_ca is None:
                     await not_ready("ClusterNotReady", "the clients CA is not issued yet")
                     return
                 certificates = cluster.spec.certificates
                 data = users.tls_secret(
                     name,
                     existing,
-                    security.KeyPair(ca["ca.key"], ca["ca.crt"]),
+                    clients_ca,
                     datetime.datetime.now(datetime.UTC),
                     certificates.validity_days,
                     certificates.renewal_days,

@@ -164,9 +164,9 @@ class ExternalListener(Model):
         return self
 
 
-class ListenerCertificate(Model):
-    """A certificate of your own for a TLS listener (from cert-manager, or your company's or
-    a public CA), in a Secret of the cluster's namespace."""
+class CertificateSecret(Model):
+    """A certificate of your own and its key (from cert-manager, or your company's or a
+    public CA), in a Secret of the cluster's namespace."""
 
     secret_name: str = Field(min_length=1, description="The Secret that holds it.")
     certificate: str = Field(
@@ -187,7 +187,7 @@ class ClientListener(Model):
         description="How clients authenticate: none, SCRAM-SHA-512 (SASL) or a client "
         "certificate from the clients CA (tls, which needs type tls).",
     )
-    certificate: ListenerCertificate | None = Field(
+    certificate: CertificateSecret | None = Field(
         None,
         description="The certificate every broker serves on this TLS listener, instead of "
         "one from the cluster CA; it must name the addresses clients use.",
@@ -278,6 +278,16 @@ class Authorization(Model):
 class Certificates(Model):
     validity_days: int = Field(
         365, ge=2, le=3650, description="Validity of the CAs and the certificates issued."
+    )
+    cluster_ca: CertificateSecret | None = Field(
+        None,
+        description="A CA of your own (cert-manager's CA Issuer Secret, a company CA) that "
+        "signs the brokers' and the operator's certificates instead of one the operator makes; "
+        "you renew it. A new key in the Secret is rolled out without a moment of distrust.",
+    )
+    clients_ca: CertificateSecret | None = Field(
+        None,
+        description="A CA of your own that signs the TLS KafkaUsers' certificates.",
     )
     renewal_days: int = Field(
         30, ge=1, description="Certificates are renewed this many days before they expire."

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from samsa_operator import certs
 from samsa_operator.certs import KeyPair
-from samsa_operator.models import REPLICATION_PORT, KafkaClusterSpec, ListenerCertificate
+from samsa_operator.models import REPLICATION_PORT, CertificateSecret, KafkaClusterSpec
 
 if TYPE_CHECKING:
     from samsa_operator.resources import Cluster
@@ -124,21 +124,50 @@ class Pki:
     operator: KeyPair
     # Listener name -> the certificate of the user's own that its brokers serve.
     listeners: dict[str, KeyPair] = field(default_factory=dict)
+    # The CA certificates the brokers, the operator and clients trust: the CA's alone, or
+    # while a CA's key is replaced, the old ones beside it.
+    trusted: tuple[str, ...] = ()
+    trusted_clients: tuple[str, ...] = ()
+    # The CAs are the user's own: their keys stay in the user's Secrets.
+    own_cluster_ca: bool = False
+    own_clients_ca: bool = False
 
     @property
     def rotation(self) -> str:
-        """Changes when the brokers must restart to serve new certificates: a CA renewed,
-        the brokers' certificates renewed (together; a new broker's first one is no change),
-        or a listener's own certificate replaced."""
+        """Changes when the brokers must restart to serve new certificates: a CA renewed or
+        trusted, the brokers' certificates renewed (together; a new broker's first one is no
+        change), or a listener's own certificate replaced."""
         issued = min(
             (kp.certificate.not_valid_before_utc for kp in self.brokers.values()),
             default=None,
         )
         own = [kp.keystore for _, kp in sorted(self.listeners.items())]
-        return certs.fingerprint(self.cluster_ca.cert, self.clients_ca.cert, str(issued), *own)
+        steady = certs.fingerprint(self.cluster_ca.cert, self.clients_ca.cert, str(issued), *own)
+        # While a CA's key changes: what is trusted, and which brokers' certificates are
+        # not yet of the new key (a reissue within the second of the last is a change too).
+        # Without one, the fingerprint is the one clusters had before, and rolls nothing.
+        changing = []
+        if self.ca_bundle != self.cluster_ca.cert:
+            changing += ["trusted", self.ca_bundle]
+        if self.clients_ca_bundle != self.clients_ca.cert:
+            changing += ["trusted clients", self.clients_ca_bundle]
+        old = sorted(
+            i for i, kp in self.brokers.items() if not certs.signed_by(kp.cert, self.cluster_ca)
+        )
+        if old:
+            changing += ["issued by an older key", str(old)]
+        return certs.fingerprint(steady, *changing) if changing else steady
+
+    @property
+    def ca_bundle(self) -> str:
+        return "".join(self.trusted or [self.cluster_ca.cert])
+
+    @property
+    def clients_ca_bundle(self) -> str:
+        return "".join(self.trusted_clients or [self.clients_ca.cert])
 
 
-def listener_certificates(spec: KafkaClusterSpec) -> dict[str, ListenerCertificate]:
+def listener_certificates(spec: KafkaClusterSpec) -> dict[str, CertificateSecret]:
     """Listener name -> where its own certificate is, for the listeners that have one."""
     return {c.name: c.certificate for c in spec.listeners.clients if c.certificate}
 
@@ -148,10 +177,10 @@ def listener_keystore(listener: str) -> str:
 
 
 def _own_certificate(
-    listener: str, where: ListenerCertificate, existing: Mapping[str, Data], now: datetime.datetime
+    what: str, where: CertificateSecret, existing: Mapping[str, Data], now: datetime.datetime
 ) -> KeyPair:
     data = existing.get(where.secret_name)
-    said = f"listener {listener}: Secret {where.secret_name}"
+    said = f"{what}: Secret {where.secret_name}"
     if data is None:
         raise PkiError(f"{said} not found")
     missing = [k for k in (where.certificate, where.key) if not data.get(k)]
@@ -211,38 +240,84 @@ def broker_san_names(cluster: Cluster, broker_id: int) -> list[str]:
     return names
 
 
+def own_secret_names(spec: KafkaClusterSpec) -> list[str]:
+    """The user's Secrets the PKI reads: their own CAs' and listeners' certificates."""
+    found = [spec.certificates.cluster_ca, spec.certificates.clients_ca]
+    found += listener_certificates(spec).values()
+    return sorted({w.secret_name for w in found if w is not None})
+
+
+def _own_ca(
+    what: str, where: CertificateSecret, existing: Mapping[str, Data], now: datetime.datetime
+) -> KeyPair:
+    pair = _own_certificate(what, where, existing, now)
+    if not certs.is_ca(pair.cert):
+        raise PkiError(f"{what}: Secret {where.secret_name}: the certificate is not a CA's")
+    return pair
+
+
+def _trust(held: list[str], ca: KeyPair, settled: bool) -> tuple[str, ...]:
+    """The CA certificates to trust. A CA renewed with its own key replaces its old
+    certificate at once (what it signed verifies with either). A new key is trusted beside
+    the old ones first, and the old ones are let go once `settled`: every broker serves a
+    certificate of the new key and runs trusting it."""
+    others = [c for c in held if certs.key_id(c) != certs.key_id(ca.cert)]
+    if others and not settled:
+        return (*others, ca.cert)
+    return (ca.cert,)
+
+
 def plan_pki(
-    cluster: Cluster, existing: Mapping[str, Data], now: datetime.datetime, renew: bool = False
+    cluster: Cluster,
+    existing: Mapping[str, Data],
+    now: datetime.datetime,
+    renew: bool = False,
+    rolled: bool = True,
 ) -> Pki:
     """The cluster's PKI: what the Secrets hold, kept; what is missing, due for renewal or
     no longer fitting (SANs, signer), issued anew. `renew`: the brokers' certificates are
-    renewed now (the force-renew annotation). The listeners' own certificates are taken from
-    their Secrets in `existing`, or a PkiError says why they cannot be."""
+    renewed now (the force-renew annotation). The user's own CAs and listeners' certificates
+    are taken from their Secrets in `existing`, or a PkiError says why they cannot be.
+
+    `rolled`: every broker runs with the certificates last stored. A CA's new key is rolled
+    out in three steps, each waiting for the roll before it: trusted beside the old one;
+    the brokers' and the operator's certificates issued from it; the old one let go."""
     name, spec = cluster.name, cluster.spec.certificates
-    cluster_ca = _ca(
-        _pair(existing.get(cluster_ca_secret(name)), "ca.key", "ca.crt"),
-        f"{name}-cluster-ca",
-        now,
-        spec,
-    )
-    clients_ca = _ca(
-        _pair(existing.get(clients_ca_secret(name)), "ca.key", "ca.crt"),
-        f"{name}-clients-ca",
-        now,
-        spec,
-    )
+    if spec.cluster_ca is not None:
+        cluster_ca = _own_ca("certificates.clusterCa", spec.cluster_ca, existing, now)
+    else:
+        held_ca = _pair(existing.get(cluster_ca_secret(name)), "ca.key", "ca.crt")
+        cluster_ca = _ca(held_ca, f"{name}-cluster-ca", now, spec)
+    if spec.clients_ca is not None:
+        clients_ca = _own_ca("certificates.clientsCa", spec.clients_ca, existing, now)
+    else:
+        held_clients = _pair(existing.get(clients_ca_secret(name)), "ca.key", "ca.crt")
+        clients_ca = _ca(held_clients, f"{name}-clients-ca", now, spec)
     held = existing.get(broker_certs_secret(name)) or {}
+    trusted_before = certs.split(held.get("ca.crt"))
     current = {i: _split_keystore(held.get(f"broker-{i}.pem")) for i in range(cluster.broker_count)}
+    # The brokers may be given certificates of the CA's key once they all trust it (a new
+    # cluster trusts nothing yet).
+    trusting = not trusted_before or (
+        rolled and certs.key_id(cluster_ca.cert) in {certs.key_id(c) for c in trusted_before}
+    )
+
+    def from_trusted_ca(cert: str) -> bool:
+        if certs.signed_by(cert, cluster_ca):
+            return True
+        # Of a CA trusted before: kept until the brokers trust the new one.
+        return not trusting and any(certs.signed_by_cert(cert, c) for c in trusted_before)
 
     def fits(i: int, kp: KeyPair | None) -> bool:
         return (
             kp is not None
-            and certs.signed_by(kp.cert, cluster_ca)
+            and from_trusted_ca(kp.cert)
             and sorted(certs.san_names(kp.cert)) == sorted(broker_san_names(cluster, i))
         )
 
     renew_all = renew or any(
-        kp and certs.due(kp.cert, now, spec.renewal_days) for kp in current.values()
+        kp and certs.renewable(kp.cert, cluster_ca, now, spec.renewal_days)
+        for kp in current.values()
     )
     brokers = {}
     for i, kp in current.items():
@@ -254,15 +329,33 @@ def plan_pki(
     operator = _pair(existing.get(operator_certs_secret(name)), "tls.key", "tls.crt")
     if (
         operator is None
-        or not certs.signed_by(operator.cert, cluster_ca)
-        or certs.due(operator.cert, now, spec.renewal_days)
+        or not from_trusted_ca(operator.cert)
+        or certs.renewable(operator.cert, cluster_ca, now, spec.renewal_days)
     ):
         operator = certs.issue(cluster_ca, operator_name(), now, spec.validity_days, server=False)
+    settled = rolled and all(certs.signed_by(kp.cert, cluster_ca) for kp in current.values() if kp)
+    settled = settled and all(current.values())
+    # A clients CA's old keys stay trusted until they expire: the users' certificates they
+    # signed are renewed by the KafkaUsers' reconciles, and their holders take time to
+    # pick the new ones up.
+    clients_before = [
+        c for c in certs.split(held.get("clients-ca.crt")) if not certs.due(c, now, 0)
+    ]
     own = {
-        listener: _own_certificate(listener, where, existing, now)
+        listener: _own_certificate(f"listener {listener}", where, existing, now)
         for listener, where in listener_certificates(cluster.spec).items()
     }
-    return Pki(cluster_ca, clients_ca, brokers, operator, own)
+    return Pki(
+        cluster_ca,
+        clients_ca,
+        brokers,
+        operator,
+        own,
+        _trust(trusted_before, cluster_ca, settled),
+        _trust(clients_before, clients_ca, settled=False),
+        own_cluster_ca=spec.cluster_ca is not None,
+        own_clients_ca=spec.clients_ca is not None,
+    )
 
 
 def secret_data(cluster: Cluster, pki: Pki) -> dict[str, dict[str, str]]:
@@ -270,22 +363,28 @@ def secret_data(cluster: Cluster, pki: Pki) -> dict[str, dict[str, str]]:
     name = cluster.name
     brokers = {f"broker-{i}.pem": kp.keystore for i, kp in sorted(pki.brokers.items())}
     brokers |= {listener_keystore(n): kp.keystore for n, kp in sorted(pki.listeners.items())}
-    return {
+    out = {
         cluster_ca_secret(name): {"ca.key": pki.cluster_ca.key, "ca.crt": pki.cluster_ca.cert},
-        cluster_ca_cert_secret(name): {"ca.crt": pki.cluster_ca.cert},
+        cluster_ca_cert_secret(name): {"ca.crt": pki.ca_bundle},
         clients_ca_secret(name): {"ca.key": pki.clients_ca.key, "ca.crt": pki.clients_ca.cert},
-        clients_ca_cert_secret(name): {"ca.crt": pki.clients_ca.cert},
+        clients_ca_cert_secret(name): {"ca.crt": pki.clients_ca_bundle},
         broker_certs_secret(name): {
             **brokers,
-            "ca.crt": pki.cluster_ca.cert,
-            "clients-ca.crt": pki.clients_ca.cert,
+            "ca.crt": pki.ca_bundle,
+            "clients-ca.crt": pki.clients_ca_bundle,
         },
         operator_certs_secret(name): {
             "tls.key": pki.operator.key,
             "tls.crt": pki.operator.cert,
-            "ca.crt": pki.cluster_ca.cert,
+            "ca.crt": pki.ca_bundle,
         },
     }
+    # A CA of the user's own keeps its key in the user's Secret: no copy of it is made.
+    if pki.own_cluster_ca:
+        del out[cluster_ca_secret(name)]
+    if pki.own_clients_ca:
+        del out[clients_ca_secret(name)]
+    return out
 
 
 def encode(data: Mapping[str, str]) -> dict[str, str]:

@@ -141,7 +141,7 @@ def tls_secret(
         cert is None
         or key is None
         or not certs.signed_by(cert, clients_ca)
-        or certs.due(cert, now, renewal_days)
+        or certs.renewable(cert, clients_ca, now, renewal_days)
     ):
         issued = certs.issue(clients_ca, certs.name(username), now, validity_days, server=False)
         cert, key = issued.cert, issued.key

@@ -6,6 +6,7 @@ credentials and ACLs."""
 from __future__ import annotations
 
 import datetime
+import itertools
 import socket
 import ssl
 import tempfile
@@ -491,13 +492,98 @@ def test_forced_renewal_reissues_the_brokers_and_changes_the_rotation() -> None:
     assert forced.rotation != first.rotation
 
 
-def test_a_replaced_ca_reissues_what_it_no_longer_signs() -> None:
+def test_a_new_ca_key_is_rolled_out_in_three_steps_without_a_moment_of_distrust() -> None:
     c = secured()
-    first = decoded(c, security.plan_pki(c, {}, NOW))
-    del first["c-cluster-ca"]
-    replaced = security.plan_pki(c, first, NOW)
-    assert all(certs.signed_by(kp.cert, replaced.cluster_ca) for kp in replaced.brokers.values())
-    assert certs.signed_by(replaced.operator.cert, replaced.cluster_ca)
+    first = security.plan_pki(c, {}, NOW)
+    held = decoded(c, first)
+    del held["c-cluster-ca"]  # a new key, as when a CA of one's own is replaced
+    # 1. The new CA is trusted beside the old; every certificate is kept; the brokers roll.
+    one = security.plan_pki(c, held, NOW, rolled=True)
+    assert one.cluster_ca.cert != first.cluster_ca.cert
+    assert one.trusted == (first.cluster_ca.cert, one.cluster_ca.cert)
+    assert one.brokers == first.brokers and one.operator == first.operator
+    assert one.rotation != first.rotation
+    assert decoded(c, one)["c-cluster-ca-cert"]["ca.crt"] == one.ca_bundle
+    # Nothing more until that roll is over.
+    waiting = security.plan_pki(c, decoded(c, one), NOW, rolled=False)
+    assert waiting.brokers == first.brokers and waiting.rotation == one.rotation
+    # 2. Rolled: the brokers' and the operator's certificates are of the new key; the old
+    # CA is still trusted; the brokers roll.
+    two = security.plan_pki(c, decoded(c, one), NOW, rolled=True)
+    assert all(certs.signed_by(kp.cert, one.cluster_ca) for kp in two.brokers.values())
+    assert certs.signed_by(two.operator.cert, one.cluster_ca)
+    assert two.trusted == one.trusted and two.rotation != one.rotation
+    waiting = security.plan_pki(c, decoded(c, two), NOW, rolled=False)
+    assert waiting.trusted == one.trusted and waiting.rotation == two.rotation
+    # 3. Rolled: the old CA is let go; the brokers roll; then nothing changes any more.
+    three = security.plan_pki(c, decoded(c, two), NOW, rolled=True)
+    assert three.trusted == (one.cluster_ca.cert,) and three.brokers == two.brokers
+    assert three.rotation != two.rotation
+    assert security.plan_pki(c, decoded(c, three), NOW, rolled=True).rotation == three.rotation
+    # A roll mixes brokers of two steps: each verifies the other, either way round.
+    steps = [first, one, two, three]
+    for before, after in itertools.pairwise(steps):
+        for server, client in ((before, after), (after, before)):
+            principal = handshake(
+                server.brokers[0].keystore,
+                server.ca_bundle,
+                client.ca_bundle,
+                "c-kafka-0.c-kafka-brokers.ns1.svc",
+                client.brokers[1].keystore,
+            )
+            assert principal == security.broker_principal("c")
+
+
+def test_a_ca_of_ones_own_signs_the_brokers_and_its_key_stays_in_its_secret() -> None:
+    company, people = certs.new_ca("company-ca", NOW, 90), certs.new_ca("people-ca", NOW, 90)
+    own = {
+        "certificates": {
+            "validityDays": 30,
+            "renewalDays": 10,
+            "clusterCa": {"secretName": "company-ca"},
+            "clientsCa": {"secretName": "people-ca", "certificate": "ca.crt", "key": "ca.key"},
+        }
+    }
+    c = secured(own)
+    existing = {
+        "company-ca": {"tls.crt": company.cert, "tls.key": company.key},
+        "people-ca": {"ca.crt": people.cert, "ca.key": people.key},
+    }
+    pki = security.plan_pki(c, existing, NOW)
+    assert pki.cluster_ca == company and pki.clients_ca == people
+    assert all(certs.signed_by(kp.cert, company) for kp in pki.brokers.values())
+    data = data_of(c, pki)
+    assert "c-cluster-ca" not in data and "c-clients-ca" not in data  # no copy of the keys
+    assert data["c-cluster-ca-cert"] == {"ca.crt": company.cert}
+    assert data["c-clients-ca-cert"] == {"ca.crt": people.cert}
+    assert security.own_secret_names(c.spec) == ["company-ca", "people-ca"]
+    # Clients that trust the company's CA trust the brokers.
+    principal = handshake(
+        pki.brokers[2].keystore,
+        company.cert,
+        company.cert,
+        "c-kafka-bootstrap",
+        pki.operator.keystore,
+    )
+    assert principal == security.operator_principal()
+    # A CA near its end cuts its certificates short: they are not issued again at every
+    # reconcile (which would roll the brokers without end), however soon they end.
+    brief = certs.new_ca("brief-ca", NOW, 20)
+    short = secured({"certificates": {"renewalDays": 30, "clusterCa": {"secretName": "brief"}}})
+    mine = {"brief": {"tls.crt": brief.cert, "tls.key": brief.key}}
+    once = security.plan_pki(short, mine, NOW)
+    again = security.plan_pki(short, {**decoded(short, once), **mine}, NOW)
+    assert again.brokers == once.brokers and again.operator == once.operator
+    assert again.rotation == once.rotation
+    server = certs.issue(company, certs.name("x"), NOW, 10, ["x"])
+    for data_, complaint in [
+        ({}, "certificates.clusterCa: Secret company-ca not found"),
+        ({"company-ca": {"tls.crt": server.cert, "tls.key": server.key}}, "is not a CA's"),
+    ]:
+        with pytest.raises(security.PkiError, match=complaint):
+            security.plan_pki(
+                c, {**existing, **data_} if data_ else {"people-ca": existing["people-ca"]}, NOW
+            )
 
 
 # -- KafkaUser --------------------------------------------------------------------------------
@@ -561,9 +647,13 @@ def test_tls_user_certificate_is_the_principal_the_broker_sees() -> None:
     broker = pki.brokers[0].keystore
     seen = handshake(broker, pki.clients_ca.cert, ca, "c-kafka-bootstrap", data["user.pem"])
     assert seen == security.user_principal("alice", "tls") == "User:CN=alice"
-    late = users.tls_secret(
-        "alice", data, pki.clients_ca, NOW + datetime.timedelta(days=95), 100, 10
-    )
+    # Near its end, once the clients CA is renewed (as the cluster's reconcile renews it
+    # first), the user's certificate is issued again.
+    later = NOW + datetime.timedelta(days=95)
+    late = users.tls_secret("alice", data, pki.clients_ca, later, 100, 10)
+    assert late == data  # a certificate the CA's own end cuts short gains nothing anew
+    renewed = certs.renew_ca(pki.clients_ca, later, 100)
+    late = users.tls_secret("alice", data, renewed, later, 100, 10)
     assert late["user.crt"] != data["user.crt"]
 
 

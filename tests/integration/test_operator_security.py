@@ -405,6 +405,74 @@ async def test_a_certificate_renewal_rolls_the_brokers_under_load_losing_nothing
     assert scenarios.condition(status, "RollingRestart")["reason"] == "Idle"
 
 
+def tls_secret(name: str, pair: certs.KeyPair) -> dict[str, Any]:
+    """A Secret as cert-manager keeps a CA Issuer's key pair."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": name},
+        "type": "kubernetes.io/tls",
+        "stringData": {"tls.crt": pair.cert, "tls.key": pair.key, "ca.crt": pair.cert},
+    }
+
+
+@pytest.mark.slow
+@pytest.mark.e2e  # day-2 under load: `make e2e` (docs/kubernetes.md)
+@pytest.mark.timeout(1200)
+async def test_a_ca_of_ones_own_and_its_key_replaced_under_load_lose_nothing(
+    kube: KubeNamespace, zookeeper: ZooKeeperServer
+) -> None:
+    """The cluster CA is the company's, from a cert-manager-style Secret: the brokers'
+    certificates are of it and clients trust it. Its key is replaced in the Secret while an
+    idempotent acks=all producer runs: the new CA is trusted beside the old, the brokers'
+    certificates are issued from it, then the old is let go, a roll after each step, and not
+    one acknowledged record is lost or doubled."""
+    now = datetime.datetime.now(datetime.UTC)
+    old_ca = certs.new_ca("company-ca", now, 30)
+    await apply(kube, json.dumps(tls_secret("company-ca", old_ca)))
+    body = secured_cluster(zookeeper.connect_string, 3)
+    del body["spec"]["authorization"]  # the load runs on the plain listener
+    body["spec"]["certificates"] = {"clusterCa": {"secretName": "company-ca"}}
+    await kube.install_operator(CHART, **OPERATOR_ENV)
+    await apply(kube, json.dumps(body))
+    await wait_ready(kube, 3, within=240)
+    assert (await secret(kube, f"{NAME}-cluster-ca-cert"))["ca.crt"] == old_ca.cert
+    assert await kube.maybe_get("secret", f"{NAME}-cluster-ca") is None  # the key is not copied
+    brokers = Brokers(kube.agent)
+    await in_thread(create_topic, brokers, "load", 6, 3, **{"min.insync.replicas": "2"})
+    load = LoadProducer(brokers, "load").start()
+    new_ca = certs.new_ca("company-ca", now, 30)
+    try:
+        await eventually(lambda: acked(load, 500), 60, "records acknowledged")
+        started = time.monotonic()
+        await apply(kube, json.dumps(tls_secret("company-ca", new_ca)))
+
+        async def only_the_new_ca() -> dict[str, str] | None:
+            held = await secret(kube, f"{NAME}-kafka-certs")
+            issued = [held[f"broker-{b}.pem"] for b in range(3)]
+            done = held["ca.crt"] == new_ca.cert and all(
+                certs.signed_by(pem[pem.index("-----BEGIN CERTIFICATE") :], new_ca)
+                for pem in issued
+            )
+            return held if done else None
+
+        after = await eventually(only_the_new_ca, 900, "the new CA alone, and rolled out")
+        await wait_status(kube, scenarios.roll_finished(3), "the last roll to finish", 300)
+        count = load.oracle.count()
+        await eventually(lambda: acked(load, count + 300), 60, "records after the change")
+    finally:
+        oracle = load.stop()
+    # Three rolls: each broker restarted once for each step.
+    assert sorted(starts(kube, started)) == [0, 0, 0, 1, 1, 1, 2, 2, 2]
+    assert not oracle.errors, oracle.errors[:3]
+    check_exactly_once(oracle, await in_thread(consume_all, brokers, "load", 6))
+    assert (await secret(kube, f"{NAME}-cluster-ca-cert"))["ca.crt"] == new_ca.cert
+    for b in range(3):
+        [run] = [r for r in kube.agent.pods.values() if r.name == f"{NAME}-kafka-{b}"]
+        served = await in_thread(served_certificate, f"{run.ip}:{SCRAM_PORT}", new_ca.cert)
+        assert served == pem_to_der(after[f"broker-{b}.pem"])
+
+
 async def test_a_listener_spec_the_brokers_cannot_run_gets_a_condition(
     kube: KubeNamespace,
 ) -> None:
