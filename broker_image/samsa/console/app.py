@@ -169,7 +169,11 @@ async def group(request: web.Request) -> web.Response:
     view = request.app[VIEW]
     name = request.match_info["group"]
     info = await _run(request, view.group, name)
-    names = [t["name"] for t in await _run(request, view.topics)] if not _ro(request) else []
+    names: list[str] = []
+    if not _ro(request):
+        # The group's own topics first: the reset form's choice starts on one of them.
+        own = sorted({o["topic"] for o in info["offsets"]})
+        names = own + [t["name"] for t in await _run(request, view.topics) if t["name"] not in own]
     samples = request.app[HISTORY].samples(name)
     return _html(200, pages.group_page(info, samples, names, _ro(request)))
 

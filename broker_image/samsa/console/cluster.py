@@ -14,7 +14,7 @@ from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, OffsetSpec
 
 from samsa.cli import groups
-from samsa.cli.errors import fail
+from samsa.cli.errors import Failure, fail
 from samsa.cli.kafka import REQUEST_TIMEOUT, Cluster
 from samsa.cli.offset_reset import Partition, PlannedReset, ResetTarget
 
@@ -132,7 +132,10 @@ class ClusterView:
         """Every group's lag per partition: one sampling round of the lag chart."""
         lags = {}
         for g in self.group_ids():
-            info = self.group(g["group"])
+            try:
+                info = self.group(g["group"])
+            except Failure:
+                continue  # gone since the listing: one group must not cost the others' sample
             lags[g["group"]] = {(o["topic"], o["partition"]): o["lag"] for o in info["offsets"]}
         return lags
 
