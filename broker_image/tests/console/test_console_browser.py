@@ -10,10 +10,6 @@ from __future__ import annotations
 import datetime
 import json
 import os
-import subprocess
-import sys
-import urllib.error
-import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -21,6 +17,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+from console_support import Console, StartConsole, http
 from kafka_support import wait_until
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
@@ -28,7 +25,6 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 
 from samsa.local_cluster.cluster import LocalCluster
-from samsa.testing import free_port
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
@@ -38,39 +34,11 @@ pytestmark = pytest.mark.skipif(
     reason="needs Debian's chromium and chromium-driver (make setup installs them)",
 )
 
-Console = Callable[..., str]
-
 
 @pytest.fixture
-def console(samsa_cluster: LocalCluster, tmp_path: Path) -> Iterator[Console]:
-    """``console(*options)``: start `samsa console` on a free port; its base URL once it
-    answers."""
-    processes: list[subprocess.Popen[bytes]] = []
-
-    def start(*options: str) -> str:
-        port = free_port()
-        log = (tmp_path / f"console-{port}.log").open("wb")
-        cmd = [sys.executable, "-m", "samsa.cli", "console", "--port", str(port)]
-        cmd += ["-b", samsa_cluster.bootstrap_servers, "--lag-interval", "0.5", *options]
-        processes.append(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT))
-        base = f"http://127.0.0.1:{port}"
-        wait_until(lambda: http(base + "/")[0] == 200, 30, 0.1, "the console to answer")
-        return base
-
-    yield start
-    for p in processes:
-        p.terminate()
-        p.wait(10)
-
-
-def http(url: str, data: bytes | None = None) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(url, data=data, timeout=30) as r:
-            return r.status, r.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
-    except OSError:
-        return 0, ""
+def console(samsa_cluster: LocalCluster, start_console: StartConsole) -> Console:
+    """``console(*options)``: `samsa console` of the 3-broker cluster; its base URL."""
+    return lambda *options: start_console(samsa_cluster.bootstrap_servers, *options)
 
 
 @pytest.fixture
