@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -69,9 +70,35 @@ def _ro(request: web.Request) -> bool:
     return request.app[SETTINGS].read_only
 
 
-async def _run(request: web.Request, call: Callable[..., T], *args: Any) -> T:
-    """A blocking cluster call, off the event loop (each call is bounded by its own timeout)."""
-    return await asyncio.to_thread(call, *args)
+async def _run(call: Callable[..., T], *args: Any) -> T:
+    """A blocking cluster call off the event loop, each bounded by its own timeout.
+
+    On a daemon thread rather than asyncio.to_thread: the default executor's threads are
+    joined at exit, so Ctrl-C would wait out a call to an unreachable cluster (10 s or more)."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[T] = loop.create_future()
+
+    def settle(outcome: Any, error: BaseException | None) -> None:
+        if done.cancelled():
+            return
+        if error is not None:
+            done.set_exception(error)
+        else:
+            done.set_result(outcome)
+
+    def work() -> None:
+        outcome: Any = None
+        error: BaseException | None = None
+        try:
+            outcome = call(*args)
+        except BaseException as exc:
+            error = exc
+        # A closed loop means nobody waits for the answer any more.
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(settle, outcome, error)
+
+    threading.Thread(target=work, name="samsa-console-call", daemon=True).start()
+    return await done
 
 
 @web.middleware
@@ -114,7 +141,7 @@ def _listing(
     """A page that shows one read of the cluster as it is: brokers, topics, groups."""
 
     async def show(request: web.Request) -> web.Response:
-        data = await _run(request, read(request.app[VIEW]))
+        data = await _run(read(request.app[VIEW]))
         return _html(200, page(data, _ro(request)))
 
     routes.get(path)(show)
@@ -127,7 +154,7 @@ _listing("/groups", lambda view: view.group_ids, pages.groups_page)
 
 @routes.get("/topics/{topic}")
 async def topic(request: web.Request) -> web.Response:
-    info = await _run(request, request.app[VIEW].topic, request.match_info["topic"])
+    info = await _run(request.app[VIEW].topic, request.match_info["topic"])
     return _html(200, pages.topic_page(info, _ro(request)))
 
 
@@ -141,10 +168,10 @@ async def messages(request: web.Request) -> web.Response:
     limit = forms.page_size(query)
     if query.get("timestamp", "").strip():
         at = forms.timestamp(query["timestamp"])
-        offset = await _run(request, view.offset_for_time, name, partition, at)
+        offset = await _run(view.offset_for_time, name, partition, at)
     else:
         offset = forms.whole_number(query, "offset", 0) or 0
-    records, low, high = await _run(request, view.records, name, partition, offset, limit)
+    records, low, high = await _run(view.records, name, partition, offset, limit)
     page = pages.messages_page(
         name, partition, records, max(offset, low), limit, low, high, _ro(request)
     )
@@ -160,7 +187,7 @@ async def produce(request: web.Request) -> web.Response:
     headers = forms.headers(form.get("headers", ""))
     key = form.get("key", "").encode() or None
     value = form.get("value", "").encode()
-    where = await _run(request, request.app[VIEW].produce, name, partition, key, value, headers)
+    where = await _run(request.app[VIEW].produce, name, partition, key, value, headers)
     return _html(200, pages.produced_page(name, *where, _ro(request)))
 
 
@@ -168,12 +195,12 @@ async def produce(request: web.Request) -> web.Response:
 async def group(request: web.Request) -> web.Response:
     view = request.app[VIEW]
     name = request.match_info["group"]
-    info = await _run(request, view.group, name)
+    info = await _run(view.group, name)
     names: list[str] = []
     if not _ro(request):
         # The group's own topics first: the reset form's choice starts on one of them.
         own = sorted({o["topic"] for o in info["offsets"]})
-        names = own + [t["name"] for t in await _run(request, view.topics) if t["name"] not in own]
+        names = own + [t["name"] for t in await _run(view.topics) if t["name"] not in own]
     samples = request.app[HISTORY].samples(name)
     return _html(200, pages.group_page(info, samples, names, _ro(request)))
 
@@ -191,7 +218,7 @@ async def reset(request: web.Request) -> web.Response:
     target = forms.reset_target(form)
     if not form.get("topic"):
         raise forms.InputError("name the topic whose offsets to reset")
-    plan = await _run(request, request.app[VIEW].reset_offsets, name, form["topic"], target)
+    plan = await _run(request.app[VIEW].reset_offsets, name, form["topic"], target)
     return _html(200, pages.reset_page(name, plan, _ro(request)))
 
 
@@ -199,7 +226,7 @@ async def _sample_lag(app: web.Application) -> None:
     """Every group's lag, every `lag_interval` seconds, for the group pages' charts."""
     while True:
         try:
-            lags = await asyncio.to_thread(app[VIEW].all_lags)
+            lags = await _run(app[VIEW].all_lags)
         except Failure as exc:
             log.warning("lag sample skipped: %s", exc.message)
         except Exception:
