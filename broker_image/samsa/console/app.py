@@ -202,7 +202,10 @@ async def group(request: web.Request) -> web.Response:
         own = sorted({o["topic"] for o in info["offsets"]})
         names = own + [t["name"] for t in await _run(view.topics) if t["name"] not in own]
     samples = request.app[HISTORY].samples(name)
-    return _html(200, pages.group_page(info, samples, names, _ro(request)))
+    return _html(
+        200,
+        pages.group_page(info, samples, request.app[SETTINGS].lag_interval, names, _ro(request)),
+    )
 
 
 @routes.get("/groups/{group}/lag.json")

@@ -188,28 +188,60 @@ def groups_page(items: list[dict[str, str]], read_only: bool) -> str:
     return layout("Consumer groups", table(["Group", "State"], rows, "groups"), read_only)
 
 
-def lag_chart(samples: list[Sample], width: int = 600, height: int = 160) -> str:
-    """The group's total lag over the sampled window, as an inline SVG."""
+# Redraws the chart from /groups/<group>/lag.json as the console samples, without reloading
+# the page: the same scaling as lag_history.chart_points.
+CHART_SCRIPT = """
+(function () {
+  const svg = document.getElementById('lag-chart');
+  const w = +svg.dataset.width, h = +svg.dataset.height;
+  async function redraw() {
+    const answer = await fetch(svg.dataset.source);
+    if (!answer.ok) return;
+    const samples = await answer.json();
+    if (!samples.length) return;
+    const top = Math.max(1, ...samples.map(s => s.total));
+    const start = samples[0].at, span = samples[samples.length - 1].at - start || 1;
+    svg.querySelector('polyline').setAttribute('points', samples.map(s =>
+      ((s.at - start) / span * w).toFixed(1) + ',' + (h - s.total / top * h).toFixed(1)
+    ).join(' '));
+    svg.querySelector('.top').textContent = top;
+    svg.querySelector('.span').textContent = Math.round(span) + ' s ago';
+    svg.dataset.latest = samples[samples.length - 1].total;
+  }
+  setInterval(() => redraw().catch(() => {}), +svg.dataset.every);
+})();
+"""
+
+
+def lag_chart(
+    samples: list[Sample], source: str, every: float, width: int = 600, height: int = 160
+) -> str:
+    """The group's total lag over the sampled window, as an inline SVG that redraws itself
+    from `source` every `every` seconds."""
     points, top = chart_points(samples, width, height)
-    if not points:
-        return "<p id='lag-chart'>No lag sampled yet.</p>"
     line = " ".join(f"{x},{y}" for x, y in points)
-    seconds = round(samples[-1].at - samples[0].at)
+    seconds = round(samples[-1].at - samples[0].at) if samples else 0
+    latest = samples[-1].total if samples else ""
     return (
         f"<svg id='lag-chart' width='{width + 60}' height='{height + 30}' "
-        f"data-latest='{samples[-1].total}'>"
+        f"data-latest='{latest}' data-width='{width}' data-height='{height}' "
+        f"data-source='{source}' data-every='{round(every * 1000)}'>"
         f"<g transform='translate(50,10)'><rect width='{width}' height='{height}' fill='#f5f5ff'/>"
         f"<polyline points='{line}' fill='none' stroke='#283593' stroke-width='2'/>"
-        f"<text x='-6' y='8' text-anchor='end' font-size='11'>{top}</text>"
+        f"<text class='top' x='-6' y='8' text-anchor='end' font-size='11'>{top}</text>"
         f"<text x='-6' y='{height}' text-anchor='end' font-size='11'>0</text>"
-        f"<text x='0' y='{height + 15}' font-size='11'>{seconds} s ago</text>"
+        f"<text class='span' x='0' y='{height + 15}' font-size='11'>{seconds} s ago</text>"
         f"<text x='{width}' y='{height + 15}' text-anchor='end' font-size='11'>now</text>"
-        "</g></svg>"
+        f"</g></svg><script>{CHART_SCRIPT}</script>"
     )
 
 
 def group_page(
-    info: dict[str, Any], samples: list[Sample], topics: list[str], read_only: bool
+    info: dict[str, Any],
+    samples: list[Sample],
+    every: float,
+    topics: list[str],
+    read_only: bool,
 ) -> str:
     group = info["group"]
     members = [
@@ -245,7 +277,7 @@ def group_page(
         + "<h2>Lag</h2>"
         + table(["Topic", "Partition", "Committed", "Log end", "Lag", "Member"], offsets, "lag")
         + "<h2>Lag over time</h2>"
-        + lag_chart(samples)
+        + lag_chart(samples, f"/groups/{_q(group)}/lag.json", every)
         + f"<p><a href='/groups/{_q(group)}/lag.json'>as JSON</a></p>"
         + ("" if read_only else reset_form(group, topics))
     )

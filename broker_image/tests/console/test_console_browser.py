@@ -214,8 +214,12 @@ def test_console_pages_produce_browse_lag_and_reset(
     lag_rows = {(r[0], r[1]): r[4] for r in _rows(driver, "lag")}
     assert lag_rows == {(topic, "0"): "5"}
     wait_until(lambda: sampled(-1) == 5, 30, 0.2, "the lag chart to sample the rise")
-    # ... and falls once the group reads and commits; the chart holds both.
+    # ... and falls once the group reads and commits: the open page's chart redraws itself.
+    driver.get(f"{base}/groups/{group}")
+    chart = driver.find_element(By.ID, "lag-chart")
+    assert chart.get_attribute("data-latest") == "5"
     _consume_and_commit(bootstrap, topic, group, 5)
+    wait_until(lambda: chart.get_attribute("data-latest") == "0", 30, 0.2, "the chart to redraw")
     wait_until(lambda: _total_lag(driver, base, group) == 0, 30, 0.2, "the lag to fall to 0")
     wait_until(lambda: sampled(-1) == 0, 30, 0.2, "the lag chart to sample the fall")
     assert 5 in [s["total"] for s in json.loads(http(f"{base}/groups/{group}/lag.json")[1])]
