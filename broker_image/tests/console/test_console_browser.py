@@ -237,6 +237,26 @@ def test_console_pages_produce_browse_lag_and_reset(
     assert _text(driver, "#reset-done") == "Reset 2 partition(s)."
     assert _total_lag(driver, base, group) == 8
 
+    # An active member: its assignment on the group page, and a reset refused (409).
+    member = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": group, "client.id": "billing-app"}
+    )
+    member.subscribe([topic])
+    try:
+        wait_until(lambda: member.poll(0.2) is not None or member.assignment(), 60, 0)
+
+        def members() -> list[list[str]]:
+            driver.get(f"{base}/groups/{group}")
+            return _rows(driver, "members") if _has(driver, "members") else []
+
+        rows = wait_until(lambda: members(), 30, 0.2, "the member on the group page")
+        assert [(r[1], r[3]) for r in rows] == [("billing-app", f"{topic}-0, {topic}-1")]
+        assert _text(driver, "#state") == "Stable"
+        status, body = http(f"{base}/groups/{group}/reset", f"topic={topic}&to=latest".encode())
+        assert status == 409 and "stop its consumers before resetting its offsets" in body
+    finally:
+        member.close()
+
     # Bad input gets a readable page and the right status, never a traceback.
     status, body = http(f"{base}/topics/no-such-topic")
     assert status == 404 and "topic &#x27;no-such-topic&#x27; does not exist" in body
