@@ -12,6 +12,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 from aiohttp import web
 
@@ -130,6 +131,11 @@ async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
 def _writes(request: web.Request) -> None:
     if _ro(request):
         raise web.HTTPForbidden(reason=READ_ONLY_MESSAGE)
+    # Browsers send the login and any cookie with a form another site posts here: a write must
+    # come from the console's own pages (browsers name the page's origin in Origin).
+    origin = request.headers.get("Origin")
+    if origin is not None and urlsplit(origin).netloc != request.host:
+        raise web.HTTPForbidden(reason=f"Refused a write posted from another site ({origin}).")
 
 
 routes = web.RouteTableDef()

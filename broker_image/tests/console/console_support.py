@@ -22,10 +22,13 @@ StartConsole = Callable[..., str]
 
 
 def http(
-    url: str, data: bytes | None = None, auth: tuple[str, str] | None = None
+    url: str,
+    data: bytes | None = None,
+    auth: tuple[str, str] | None = None,
+    headers: Mapping[str, str] | None = None,
 ) -> tuple[int, str]:
     """The status and body of a request; status 0 when nothing answers."""
-    request = urllib.request.Request(url, data=data)
+    request = urllib.request.Request(url, data=data, headers=dict(headers or {}))
     if auth is not None:
         token = base64.b64encode(f"{auth[0]}:{auth[1]}".encode()).decode()
         request.add_header("Authorization", f"Basic {token}")

@@ -94,6 +94,24 @@ def test_users_file_logins(
     assert http(base + "/topics", auth=("bo", "first:pw"))[0] == 401
 
 
+def test_writes_posted_from_another_site_are_refused(
+    secured: InProcessBroker, start_console: StartConsole
+) -> None:
+    base = start_console(
+        secured.bootstrap_servers,
+        *_sasl("SCRAM-SHA-512", "console", "console-pw"),
+        "--read-write",
+    )
+    status, body = http(
+        base + "/topics/t/produce", b"value=x", headers={"Origin": "http://elsewhere.example"}
+    )
+    assert status == 403 and "Refused a write posted from another site" in body
+    status, body = http(
+        base + "/topics/no-such-topic/produce", b"value=x", headers={"Origin": base}
+    )
+    assert status == 404 and "does not exist" in body
+
+
 def test_wrong_cluster_credentials_give_an_error_page(
     secured: InProcessBroker, start_console: StartConsole
 ) -> None:
