@@ -42,10 +42,12 @@ IMAGE_PACKAGES := buildah mmdebstrap
 # conntrack: the real nodes' runtime, pod network and kube-proxy (`samsa-dev k8s up --nodes
 # real`); gcc and libc6-dev: the pause image, a static C program; prometheus (with promtool):
 # the chart's monitoring kit is checked by a real Prometheus scraping real brokers, and its
-# alert rules by `promtool check rules` and `promtool test rules` (tests/monitoring).
+# alert rules by `promtool check rules` and `promtool test rules` (tests/monitoring);
+# chromium and chromium-driver: the web console's test drives a real headless browser through
+# Selenium with Debian's driver (Selenium Manager would download one, and cannot here).
 APT_PACKAGES := zookeeper libservlet-api-java kcat default-jre-headless maven nats-server \
 	redis-server libnss-wrapper containerd runc containernetworking-plugins iptables conntrack \
-	gcc libc6-dev prometheus $(IMAGE_PACKAGES)
+	gcc libc6-dev prometheus chromium chromium-driver $(IMAGE_PACKAGES)
 
 setup-apt:
 	@if command -v apt-get >/dev/null; then \

@@ -8,9 +8,18 @@ from typing import NoReturn
 import typer
 
 
+class Failure(typer.Exit):
+    """The exit `fail` raises: it keeps the message, for callers that show it elsewhere (the
+    web console renders it as an error page instead of ending the process)."""
+
+    def __init__(self, message: str, code: int = 1) -> None:
+        super().__init__(code)
+        self.message = message
+
+
 def fail(message: str, code: int = 1) -> NoReturn:
     typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(code)
+    raise Failure(message, code)
 
 
 def warn(message: str) -> None:

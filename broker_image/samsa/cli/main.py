@@ -41,6 +41,7 @@ def register_tools() -> typer.Typer:
         "samsa.cli.produce",
         "samsa.cli.consume",
         "samsa.cli.local_cluster",
+        "samsa.cli.console",
     ):
         try:
             mod = importlib.import_module(module)
