@@ -222,10 +222,13 @@ async def reconcile_cluster(body: kopf.Body, logger: Log) -> None:
             await record_growth(cluster, body, logger)
             secrets: list[dict[str, Any]] = []
             force_renew = await force_renew_asked(body)
+            ends: dict[str, float] = {}
             if spec.secured:
                 pki = await plan_pki(cluster, renew=force_renew)
                 cluster = dataclasses.replace(cluster, pki_rotation=pki.rotation)
                 secrets = resources.pki_secrets(cluster, pki)
+                ends = pki.ends()
+            metrics.certificates_end(namespace, name, ends)
         except KubeError as exc:
             await refuse("KafkaCluster", namespace, name, generation, "KubernetesError", str(exc))
             raise kopf.TemporaryError(str(exc), delay=SETTINGS.resync_seconds) from None
@@ -704,6 +707,13 @@ async def reassignment_status(
 
 reconciled("kafkaclusters", "cluster", reconcile_cluster)
 reconciled("topics", "topic", reconcile_topic)
+
+
+# optional: no finalizer of its own holds the cluster; its children go by owner references.
+@kopf.on.delete(GROUP, VERSION, "kafkaclusters", optional=True)
+async def cluster_deleted(body: kopf.Body, **_: Any) -> None:
+    meta = body["metadata"]
+    metrics.certificates_end(meta["namespace"], meta["name"], {})
 
 
 @kopf.on.delete(GROUP, VERSION, "topics", retries=3, backoff=2)

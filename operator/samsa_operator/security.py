@@ -158,6 +158,14 @@ class Pki:
             changing += ["issued by an older key", str(old)]
         return certs.fingerprint(steady, *changing) if changing else steady
 
+    def ends(self) -> dict[str, float]:
+        """When each certificate ends (Unix time), by name: what expiry alerts watch."""
+        pairs = {"cluster-ca": self.cluster_ca, "clients-ca": self.clients_ca}
+        pairs |= {f"broker-{i}": kp for i, kp in self.brokers.items()}
+        pairs |= {"operator": self.operator}
+        pairs |= {f"listener-{n}": kp for n, kp in self.listeners.items()}
+        return {n: kp.certificate.not_valid_after_utc.timestamp() for n, kp in pairs.items()}
+
     @property
     def ca_bundle(self) -> str:
         return "".join(self.trusted or [self.cluster_ca.cert])

@@ -43,12 +43,20 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
 @pytest.fixture(scope="module")
 def operator_metrics(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The operator's metrics endpoint (samsa_operator.metrics) in a process of its own, as
-    the operator serves it; the address Prometheus scrapes."""
+    the operator serves it, with the certificates of a secured cluster's PKI reported as its
+    reconcile reports them; the address Prometheus scrapes."""
     port = free_port()
-    script = (
-        "import sys; from samsa_operator import metrics; "
-        f"metrics.serve('127.0.0.1', {port}); print('serving', flush=True); sys.stdin.read()"
-    )
+    script = f"""
+import datetime, sys
+from samsa_operator import metrics, models, resources, security
+spec = models.KafkaClusterSpec.model_validate({{"listeners": {{"interBroker": "tls"}}}})
+cluster = resources.Cluster("test", "test", "uid", spec)
+pki = security.plan_pki(cluster, {{}}, datetime.datetime.now(datetime.UTC))
+metrics.certificates_end("test", "test", pki.ends())
+metrics.serve("127.0.0.1", {port})
+print("serving", flush=True)
+sys.stdin.read()
+"""
     process = subprocess.Popen(
         [sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
     )
