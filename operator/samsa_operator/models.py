@@ -312,6 +312,16 @@ class PodTemplate(Model):
     annotations: dict[str, str] = Field(default_factory=dict)
     affinity: dict[str, Any] | None = None
     tolerations: list[dict[str, Any]] = Field(default_factory=list)
+    node_selector: dict[str, str] = Field(
+        default_factory=dict, description="Nodes the pods may run on, by their labels."
+    )
+    topology_spread_constraints: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="How the pods spread over zones or nodes (Kubernetes' own field).",
+    )
+    image_pull_secrets: list[str] = Field(
+        default_factory=list, description="Secrets of a private registry the images come from."
+    )
     priority_class_name: str | None = None
     security_context: dict[str, Any] | None = Field(
         None, description="Pod securityContext fields, merged over the operator's defaults."

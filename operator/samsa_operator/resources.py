@@ -347,6 +347,12 @@ def _apply_pod_template(cluster: Cluster, pod_meta: Obj, pod_spec: Obj) -> None:
         pod_spec["tolerations"] = list(tpl.tolerations)
     if tpl.priority_class_name:
         pod_spec["priorityClassName"] = tpl.priority_class_name
+    if tpl.node_selector:
+        pod_spec["nodeSelector"] = dict(tpl.node_selector)
+    if tpl.topology_spread_constraints:
+        pod_spec["topologySpreadConstraints"] = list(tpl.topology_spread_constraints)
+    if tpl.image_pull_secrets:
+        pod_spec["imagePullSecrets"] = [{"name": n} for n in tpl.image_pull_secrets]
 
 
 def _service(

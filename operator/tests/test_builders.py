@@ -157,6 +157,12 @@ def test_pod_template_overrides() -> None:
     assert tpl["spec"]["priorityClassName"] == "high-priority"
     assert tpl["spec"]["tolerations"][0]["key"] == "dedicated"
     assert "podAntiAffinity" in tpl["spec"]["affinity"]
+    assert tpl["spec"]["nodeSelector"] == {"kubernetes.io/os": "linux"}
+    [spread] = tpl["spec"]["topologySpreadConstraints"]
+    assert spread["topologyKey"] == "topology.kubernetes.io/zone"
+    assert tpl["spec"]["imagePullSecrets"] == [{"name": "registry-credentials"}]
+    zookeeper = child(c, "StatefulSet", "c-zookeeper")["spec"]["template"]["spec"]
+    assert zookeeper["imagePullSecrets"] == [{"name": "registry-credentials"}]
     [broker] = tpl["spec"]["containers"]
     assert broker["resources"] == {
         "requests": {"cpu": "2", "memory": "4Gi"},
