@@ -64,7 +64,7 @@ def register(app: typer.Typer) -> None:
     app.add_typer(groups_app, name="groups")
 
 
-def _state(state: Any) -> str:
+def state_name(state: Any) -> str:
     """Kafka's name of a ConsumerGroupState."""
     return STATE_NAMES.get(state, str(state)) if state is not None else "Unknown"
 
@@ -115,7 +115,7 @@ def _committed(cluster: Cluster, admin: AdminClient, group: str) -> dict[Partiti
     }
 
 
-def _list_offsets(
+def list_offsets(
     cluster: Cluster, admin: AdminClient, partitions: Iterable[Partition], spec: OffsetSpec
 ) -> dict[Partition, int | None]:
     """ListOffsets for each partition; None where the partition answers with an error."""
@@ -166,9 +166,9 @@ def list_groups(
         cluster.fail_with(exc, "list groups")
     rows = sorted(
         (
-            {"group": g.group_id, "state": _state(g.state)}
+            {"group": g.group_id, "state": state_name(g.state)}
             for g in result.valid
-            if not wanted or _state(g.state).lower() in wanted
+            if not wanted or state_name(g.state).lower() in wanted
         ),
         key=lambda r: r["group"],
     )
@@ -187,7 +187,7 @@ def list_groups(
 # -- describe ---------------------------------------------------------------------------------
 
 
-def _describe(cluster: Cluster, admin: AdminClient, group: str) -> dict[str, Any]:
+def group_info(cluster: Cluster, admin: AdminClient, group: str) -> dict[str, Any]:
     description = _describe_group(cluster, admin, group)
     committed = _committed(cluster, admin, group)
     if not _exists(description, committed):
@@ -207,11 +207,11 @@ def _describe(cluster: Cluster, admin: AdminClient, group: str) -> dict[str, Any
             }
         )
     partitions = sorted(set(committed) | set(owner))
-    log_end = _list_offsets(cluster, admin, partitions, OffsetSpec.latest())
+    log_end = list_offsets(cluster, admin, partitions, OffsetSpec.latest())
     coordinator = description.coordinator
     return {
         "group": group,
-        "state": _state(description.state),
+        "state": state_name(description.state),
         "assignor": description.partition_assignor or None,
         "coordinator": None
         if coordinator is None
@@ -285,7 +285,7 @@ def describe(
     """Show members and assignments, and per partition the committed offset, the log end
     offset and the lag."""
     cluster, admin, _ = connect(bootstrap, properties)
-    groups = [_describe(cluster, admin, g) for g in dict.fromkeys(names)]
+    groups = [group_info(cluster, admin, g) for g in dict.fromkeys(names)]
     if output is Output.json:
         print_json(groups)
         return
@@ -365,7 +365,7 @@ def _plan(
     committed: dict[Partition, int],
 ) -> list[PlannedReset]:
     def ends(spec: OffsetSpec) -> dict[Partition, int]:
-        found = _list_offsets(cluster, admin, partitions, spec)
+        found = list_offsets(cluster, admin, partitions, spec)
         missing = [tp for tp, o in found.items() if o is None]
         if missing:
             fail(f"topic '{missing[0][0]}' does not exist")
@@ -385,7 +385,33 @@ def _plan(
     )
 
 
-def _apply(cluster: Cluster, admin: AdminClient, group: str, plan: list[PlannedReset]) -> None:
+def plan_group_reset(
+    cluster: Cluster,
+    admin: AdminClient,
+    md: ClusterMetadata,
+    group: str,
+    topics: list[str],
+    all_topics: bool,
+    target: ResetTarget,
+) -> list[PlannedReset]:
+    """Where a reset would move an inactive group's committed offsets of `topics` (each
+    `TOPIC[:P,P...]`), or of every topic it has offsets for; fails for an active group, whose
+    members would overwrite the new offsets."""
+    description = _describe_group(cluster, admin, group)
+    if description.state not in INACTIVE or description.members:
+        count = len(description.members)
+        fail(
+            f"group '{group}' is active ({state_name(description.state)}, {count} "
+            f"member{'s' if count != 1 else ''}): stop its consumers before resetting its offsets"
+        )
+    committed = _committed(cluster, admin, group)
+    partitions = _partitions_to_reset(md, topics, all_topics, committed, group)
+    if not partitions:
+        fail(f"group '{group}' has offsets only for topics that no longer exist")
+    return _plan(cluster, admin, partitions, target, committed)
+
+
+def apply_reset(cluster: Cluster, admin: AdminClient, group: str, plan: list[PlannedReset]) -> None:
     request = ConsumerGroupTopicPartitions(
         group, [TopicPartition(r.topic, r.partition, r.new) for r in plan]
     )
@@ -457,20 +483,9 @@ def reset_offsets(
     except ValueError as exc:
         fail(str(exc), USAGE)
     cluster, admin, md = connect(bootstrap, properties)
-    description = _describe_group(cluster, admin, group)
-    if description.state not in INACTIVE or description.members:
-        count = len(description.members)
-        fail(
-            f"group '{group}' is active ({_state(description.state)}, {count} "
-            f"member{'s' if count != 1 else ''}): stop its consumers before resetting its offsets"
-        )
-    committed = _committed(cluster, admin, group)
-    partitions = _partitions_to_reset(md, list(topic or ()), all_topics, committed, group)
-    if not partitions:
-        fail(f"group '{group}' has offsets only for topics that no longer exist")
-    plan = _plan(cluster, admin, partitions, target, committed)
+    plan = plan_group_reset(cluster, admin, md, group, list(topic or ()), all_topics, target)
     if execute:
-        _apply(cluster, admin, group, plan)
+        apply_reset(cluster, admin, group, plan)
     rows = [
         {
             "topic": r.topic,

@@ -79,8 +79,8 @@ class ClusterView:
             fail(f"topic '{name}' does not exist")
         partitions = sorted(md.topics[name].partitions.values(), key=lambda p: p.id)
         tps = [(name, p.id) for p in partitions]
-        earliest = groups._list_offsets(self.cluster, self.admin, tps, OffsetSpec.earliest())
-        latest = groups._list_offsets(self.cluster, self.admin, tps, OffsetSpec.latest())
+        earliest = groups.list_offsets(self.cluster, self.admin, tps, OffsetSpec.earliest())
+        latest = groups.list_offsets(self.cluster, self.admin, tps, OffsetSpec.latest())
         return {
             "name": name,
             "partitions": [
@@ -120,13 +120,13 @@ class ClusterView:
         except KafkaException as exc:
             self.cluster.fail_with(exc, "list groups")
         return sorted(
-            ({"group": g.group_id, "state": groups._state(g.state)} for g in result.valid),
+            ({"group": g.group_id, "state": groups.state_name(g.state)} for g in result.valid),
             key=lambda g: g["group"],
         )
 
     def group(self, group: str) -> dict[str, Any]:
         """Members, assignments and each partition's committed offset, log end and lag."""
-        return groups._describe(self.cluster, self.admin, group)
+        return groups.group_info(self.cluster, self.admin, group)
 
     def all_lags(self) -> dict[str, dict[Partition, int | None]]:
         """Every group's lag per partition: one sampling round of the lag chart."""
@@ -141,19 +141,9 @@ class ClusterView:
 
     def reset_offsets(self, group: str, topic: str, target: ResetTarget) -> list[PlannedReset]:
         """Move an empty group's committed offsets of every partition of `topic`."""
-        description = groups._describe_group(self.cluster, self.admin, group)
-        if description.state not in groups.INACTIVE or description.members:
-            count = len(description.members)
-            fail(
-                f"group '{group}' is active ({groups._state(description.state)}, {count} "
-                f"member{'s' if count != 1 else ''}): stop its consumers before resetting its "
-                "offsets"
-            )
-        committed = groups._committed(self.cluster, self.admin, group)
         md = self.cluster.metadata(self.admin)
-        partitions = groups._partitions_to_reset(md, [topic], False, committed, group)
-        plan = groups._plan(self.cluster, self.admin, partitions, target, committed)
-        groups._apply(self.cluster, self.admin, group, plan)
+        plan = groups.plan_group_reset(self.cluster, self.admin, md, group, [topic], False, target)
+        groups.apply_reset(self.cluster, self.admin, group, plan)
         return plan
 
     def _partition(self, topic: str, partition: int) -> None:
@@ -168,11 +158,11 @@ class ClusterView:
         """The first offset at or after the time; the log end when no record is that late."""
         self._partition(topic, partition)
         tp = (topic, partition)
-        found = groups._list_offsets(
+        found = groups.list_offsets(
             self.cluster, self.admin, [tp], OffsetSpec.for_timestamp(epoch_ms)
         )[tp]
         if found is None or found < 0:
-            found = groups._list_offsets(self.cluster, self.admin, [tp], OffsetSpec.latest())[tp]
+            found = groups.list_offsets(self.cluster, self.admin, [tp], OffsetSpec.latest())[tp]
         return found or 0
 
     def records(
@@ -181,8 +171,8 @@ class ClusterView:
         """Up to `limit` records from `offset`, and the partition's earliest and latest offsets."""
         self._partition(topic, partition)
         tp = (topic, partition)
-        low = groups._list_offsets(self.cluster, self.admin, [tp], OffsetSpec.earliest())[tp] or 0
-        high = groups._list_offsets(self.cluster, self.admin, [tp], OffsetSpec.latest())[tp] or 0
+        low = groups.list_offsets(self.cluster, self.admin, [tp], OffsetSpec.earliest())[tp] or 0
+        high = groups.list_offsets(self.cluster, self.admin, [tp], OffsetSpec.latest())[tp] or 0
         start = max(offset, low)
         if start >= high:
             return [], low, high
