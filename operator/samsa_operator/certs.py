@@ -172,17 +172,17 @@ def renewable(cert_pem: str, ca: KeyPair, now: datetime.datetime, renewal_days: 
 
 def signed_by(cert_pem: str, ca: KeyPair) -> bool:
     """True when the certificate's signature is by the CA's key."""
-    try:
-        cert = x509.load_pem_x509_certificate(cert_pem.encode())
-        cert.verify_directly_issued_by(ca.certificate)
-    except (ValueError, TypeError, InvalidSignature):
-        return False
-    return True
+    return signed_by_cert(cert_pem, ca.cert)
 
 
 def signed_by_cert(cert_pem: str, ca_cert_pem: str) -> bool:
     """`signed_by` for a CA of which only the certificate is at hand (one trusted before)."""
-    return signed_by(cert_pem, KeyPair("", ca_cert_pem))
+    try:
+        cert = x509.load_pem_x509_certificate(cert_pem.encode())
+        cert.verify_directly_issued_by(x509.load_pem_x509_certificate(ca_cert_pem.encode()))
+    except (ValueError, TypeError, InvalidSignature):
+        return False
+    return True
 
 
 def key_id(cert_pem: str) -> str:
@@ -203,10 +203,12 @@ def is_ca(cert_pem: str) -> bool:
 
 
 def split(bundle: str | None) -> list[str]:
-    """The certificates of a PEM bundle, each as its own PEM text."""
-    end = "-----END CERTIFICATE-----"
-    parts = (bundle or "").split(end)
-    return [p[p.index("-----BEGIN") :] + end + "\n" for p in parts if "-----BEGIN" in p]
+    """The certificates of a PEM bundle, each as its own PEM text (none if unreadable)."""
+    try:
+        found = x509.load_pem_x509_certificates((bundle or "").encode())
+    except ValueError:
+        return []
+    return [c.public_bytes(serialization.Encoding.PEM).decode() for c in found]
 
 
 def _general_name(name: str) -> x509.GeneralName:

@@ -136,8 +136,8 @@ class Cluster:
         """The listeners served outside Kubernetes: the plain `external`, and each of
         `clients` with an `external`."""
         listeners = self.spec.listeners
-        found = [Exposure("external", "external", listeners.external)] if listeners.external else []
-        found += [Exposure(c.name, c.name, c.external) for c in listeners.clients if c.external]
+        found = [Exposure("external", listeners.external)] if listeners.external else []
+        found += [Exposure(c.name, c.external) for c in listeners.clients if c.external]
         return found
 
     def external_address(self, broker_id: int) -> tuple[str, int] | None:
@@ -194,11 +194,10 @@ def render_value(value: Any) -> str:
 
 @dataclass(frozen=True)
 class Exposure:
-    """A listener served outside Kubernetes: its Services' names are
-    `<cluster>-kafka-<name>-<id>`, they forward to the broker container's port `target`."""
+    """A listener served outside Kubernetes: its Services are `<cluster>-kafka-<name>-<id>`,
+    forwarding to the broker container's port of the same name."""
 
     name: str
-    target: str
     spec: ExternalListener
 
 
@@ -741,7 +740,7 @@ def external_services(cluster: Cluster) -> list[Obj]:
     c = "kafka"
     out = []
     for exposure in cluster.exposures:
-        ext, target = exposure.spec, exposure.target
+        ext, target = exposure.spec, exposure.name
         for i in range(cluster.broker_count):
             address = ext.address(i)
             port: Obj = {"name": target, "port": address[1], "targetPort": target}

@@ -20,7 +20,7 @@ from __future__ import annotations
 import base64
 import datetime
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from samsa_operator import certs
@@ -123,14 +123,14 @@ class Pki:
     brokers: dict[int, KeyPair]
     operator: KeyPair
     # Listener name -> the certificate of the user's own that its brokers serve.
-    listeners: dict[str, KeyPair] = field(default_factory=dict)
+    listeners: dict[str, KeyPair]
     # The CA certificates the brokers, the operator and clients trust: the CA's alone, or
     # while a CA's key is replaced, the old ones beside it.
-    trusted: tuple[str, ...] = ()
-    trusted_clients: tuple[str, ...] = ()
+    trusted: tuple[str, ...]
+    trusted_clients: tuple[str, ...]
     # The CAs are the user's own: their keys stay in the user's Secrets.
-    own_cluster_ca: bool = False
-    own_clients_ca: bool = False
+    own_cluster_ca: bool
+    own_clients_ca: bool
 
     @property
     def rotation(self) -> str:
@@ -168,11 +168,11 @@ class Pki:
 
     @property
     def ca_bundle(self) -> str:
-        return "".join(self.trusted or [self.cluster_ca.cert])
+        return "".join(self.trusted)
 
     @property
     def clients_ca_bundle(self) -> str:
-        return "".join(self.trusted_clients or [self.clients_ca.cert])
+        return "".join(self.trusted_clients)
 
 
 def listener_certificates(spec: KafkaClusterSpec) -> dict[str, CertificateSecret]:
@@ -341,8 +341,9 @@ def plan_pki(
         or certs.renewable(operator.cert, cluster_ca, now, spec.renewal_days)
     ):
         operator = certs.issue(cluster_ca, operator_name(), now, spec.validity_days, server=False)
-    settled = rolled and all(certs.signed_by(kp.cert, cluster_ca) for kp in current.values() if kp)
-    settled = settled and all(current.values())
+    settled = rolled and all(
+        kp is not None and certs.signed_by(kp.cert, cluster_ca) for kp in current.values()
+    )
     # A clients CA's old keys stay trusted until they expire: the users' certificates they
     # signed are renewed by the KafkaUsers' reconciles, and their holders take time to
     # pick the new ones up.
@@ -415,9 +416,8 @@ def listener_properties(cluster: Cluster, broker_id: int, pod_ip: str) -> dict[s
     host = cluster.broker_host(broker_id)
     first = "INTERNAL" if listeners.external is not None else "PLAINTEXT"
     # (name, port, protocol, advertised host:port)
-    bound = [(first, cluster.internal_port, "PLAINTEXT", f"{pod_ip}:{cluster.internal_port}")]
-    if not listeners.plain:
-        bound.clear()
+    port = cluster.internal_port
+    bound = [(first, port, "PLAINTEXT", f"{pod_ip}:{port}")] if listeners.plain else []
     bound.append((REPLICATION, REPLICATION_PORT, "SSL", f"{host}:{REPLICATION_PORT}"))
     for c in listeners.clients:
         advertised = f"{host if c.type == 'tls' else pod_ip}:{c.port}"
